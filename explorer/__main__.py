@@ -1,0 +1,5 @@
+"""Entry point of ``python -m explorer``."""
+
+from explorer.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""Argument groups shared by subcommands (MODEL, CLUSTER, LAYOUT, WORKLOAD, SERVING)."""
+
+from __future__ import annotations
+
+import argparse
+
+from explorer.specs import (
+    PRECISIONS,
+    RECOMPUTES,
+    SCHEDULES,
+    ClusterSpec,
+    Layout,
+    ModelSpec,
+    ServingWorkload,
+    TrainingWorkload,
+)
+
+
+def add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", required=True, help="preset id (e.g. llama-3.1-70b) or path to a config.json"
+    )
+
+
+def model_from(args: argparse.Namespace) -> ModelSpec:
+    from explorer.presets import load_model
+
+    return load_model(args.model)
+
+
+def add_cluster(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
+    group = parser.add_argument_group("cluster")
+    group.add_argument("--gpu", required=True, help="GPU preset id (e.g. h100-sxm)")
+    group.add_argument("--gpus-per-node", type=int, default=8)
+    group.add_argument("--intra-node-GBps", type=float, help="GB/s per GPU, one direction")
+    group.add_argument("--inter-node-GBps", type=float, help="GB/s per GPU, one direction")
+    if gpus:
+        group.add_argument("--gpus", type=int, required=True, help="GPUs in the cluster")
+
+
+def cluster_from(args: argparse.Namespace, world_size: int) -> ClusterSpec:
+    """The cluster of ``world_size`` GPUs (rounded up to whole nodes) described by the flags."""
+    from explorer.presets import load_gpu
+
+    gpu = load_gpu(args.gpu)
+    per_node = args.gpus_per_node
+    if per_node <= 0:
+        raise ValueError(f"--gpus-per-node must be positive, got {per_node}")
+    if world_size <= 0:
+        raise ValueError(f"the number of GPUs must be positive, got {world_size}")
+    extra = {}
+    if args.intra_node_GBps is not None:
+        extra["scale_up_bytes_per_s"] = args.intra_node_GBps * 1e9
+    if args.inter_node_GBps is not None:
+        extra["scale_out_bytes_per_s"] = args.inter_node_GBps * 1e9
+    num_nodes = max(1, -(-world_size // per_node))
+    return ClusterSpec(gpu=gpu, gpus_per_node=per_node, num_nodes=num_nodes, **extra)
+
+
+def add_layout(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    group = parser.add_argument_group("layout")
+    group.add_argument("--tp", type=int, required=required, default=None if required else 1)
+    group.add_argument("--pp", type=int, required=required, default=None if required else 1)
+    group.add_argument("--dp", type=int, required=required, default=None if required else 1)
+    group.add_argument("--cp", type=int, default=1)
+    group.add_argument("--ep", type=int, default=1)
+    group.add_argument("--etp", type=int, default=1)
+    group.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
+    group.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
+    group.add_argument("--virtual", type=int, default=1, help="virtual stages per rank")
+    group.add_argument("--recompute", choices=RECOMPUTES, default="none")
+    group.add_argument("--sequence-parallel", choices=("on", "off"), default="on")
+
+
+def layout_from(args: argparse.Namespace) -> Layout:
+    schedule = args.schedule
+    if args.virtual > 1 and schedule == "1f1b":
+        schedule = "interleaved"  # --virtual V with the default schedule means interleaved 1F1B
+    return Layout(
+        dp=args.dp,
+        tp=args.tp,
+        pp=args.pp,
+        cp=args.cp,
+        ep=args.ep,
+        etp=args.etp,
+        zero=args.zero,
+        schedule=schedule,
+        virtual_stages=args.virtual,
+        recompute=args.recompute,
+        sequence_parallel=args.sequence_parallel == "on",
+        micro_batch_size=args.mbs,
+    )
+
+
+def add_workload(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("workload")
+    group.add_argument("--seq", type=int, required=True, help="tokens per sequence")
+    group.add_argument("--mbs", type=int, default=1, help="sequences per micro-batch")
+    group.add_argument("--gbs", type=int, required=True, help="sequences per step")
+    group.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed")
+    group.add_argument("--grad-dtype", choices=("fp32", "bf16"), default=None)
+
+
+def workload_from(args: argparse.Namespace) -> TrainingWorkload:
+    return TrainingWorkload(
+        seq_len=args.seq,
+        global_batch_size=args.gbs,
+        precision=args.precision,
+        grad_dtype=args.grad_dtype,
+    )
+
+
+def add_serving(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("serving")
+    group.add_argument("--prompt-len", type=int, required=True)
+    group.add_argument("--output-len", type=int, required=True)
+    group.add_argument("--concurrency", type=int, required=True)
+    group.add_argument("--weights-dtype", choices=("bf16", "fp8", "int8", "int4"), default="bf16")
+    group.add_argument("--kv-dtype", choices=("bf16", "fp8"), default="bf16")
+
+
+def serving_from(args: argparse.Namespace) -> ServingWorkload:
+    return ServingWorkload(
+        prompt_len=args.prompt_len,
+        output_len=args.output_len,
+        concurrency=args.concurrency,
+        weights_dtype=args.weights_dtype,
+        kv_dtype=args.kv_dtype,
+    )

@@ -1,0 +1,1 @@
+"""The only place that imports streamlit (and, under charts/, plotly)."""
