@@ -23,7 +23,7 @@ _POLICIES = MappingProxyType(
         "bf16-mixed": PrecisionPolicy(
             name="bf16-mixed",
             param_bytes=2,
-            grad_bytes=4,  # Megatron-LM keeps fp32 main grads (--accumulate-allreduce-grads-in-fp32)
+            grad_bytes=4,  # Megatron-LM: fp32 main grads (--accumulate-allreduce-grads-in-fp32)
             master_bytes=4,
             optimizer_bytes=8,
             activation_bytes=2,

@@ -93,7 +93,7 @@ class ModelSpec:
     moe_intermediate_size: int = 0
     """FFN width of one routed expert."""
     shared_expert_intermediate_size: int | None = None
-    """Total FFN width of the shared experts; None means n_shared_experts x moe_intermediate_size."""
+    """Total FFN width of the shared experts; None means n_shared x moe_intermediate_size."""
     first_k_dense_replace: int = 0
     """Leading layers that keep a dense MLP (DeepSeek-V3: 3)."""
     moe_layer_freq: int = 1
@@ -146,12 +146,12 @@ class ModelSpec:
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_key_value_heads ({self.kv_heads})"
             )
-        if self.head_dim is None and self.kv_lora_rank is None:
-            if self.hidden_size % self.num_attention_heads:
-                raise ValueError(
-                    f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
-                    f"({self.num_attention_heads}); give head_dim explicitly"
-                )
+        no_head_dim = self.head_dim is None and self.kv_lora_rank is None
+        if no_head_dim and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                f"({self.num_attention_heads}); give head_dim explicitly"
+            )
         if self.n_routed_experts:
             if not 0 < self.num_experts_per_tok <= self.n_routed_experts:
                 raise ValueError(

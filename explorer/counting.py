@@ -1,0 +1,192 @@
+"""Parameter counts per component (total and active per token) and FLOPs per token.
+
+Counting convention for FLOPs (stated once, used everywhere): a matrix multiply of an
+``m x k`` by a ``k x n`` matrix costs ``2 m k n`` FLOPs; only matrix multiplies are counted
+(norms, activations, softmax, residual adds, optimizer left out); the embedding lookup costs
+nothing; the backward pass costs twice the forward; causal attention computes half of the
+``s x s`` score matrix when ``causal=True`` (Megatron-LM ``num_floating_point_operations``),
+the whole of it when ``causal=False`` (Korthikanti et al. 2022, arXiv:2205.05198, sec. 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from explorer.specs import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LayerParams:
+    """Parameters of one transformer block, by component."""
+
+    attention: int = 0
+    mlp: int = 0
+    routed_experts: int = 0
+    shared_experts: int = 0
+    router: int = 0
+    norms: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def dense(self) -> int:
+        """Parameters every token uses and every data-parallel rank replicates (not experts)."""
+        return self.total - self.routed_experts
+
+
+@dataclass(frozen=True, slots=True)
+class ParamCounts:
+    """Whole-model parameters by component; ``total`` is their sum."""
+
+    embeddings: int
+    position_embeddings: int
+    attention: int
+    mlp: int
+    routed_experts: int
+    shared_experts: int
+    router: int
+    norms: int
+    lm_head: int
+    mtp: int
+
+    @property
+    def total(self) -> int:
+        """Every parameter including multi-token-prediction modules."""
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def total_without_mtp(self) -> int:
+        """The count model cards quote (DeepSeek-V3: 671B leaves out the 14B MTP module)."""
+        return self.total - self.mtp
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def norm_params(model: ModelSpec, width: int) -> int:
+    """Parameters of one norm over ``width`` channels: RMSNorm a weight, LayerNorm weight+bias."""
+    return width * (2 if model.norm_kind == "layernorm" else 1)
+
+
+def mlp_params(model: ModelSpec, ffn_width: int) -> int:
+    """Parameters of one MLP of FFN width ``ffn_width``: 3 matrices gated, 2 otherwise (+biases)."""
+    matrices = 3 if model.ffn_kind == "swiglu" else 2
+    biases = (ffn_width * (matrices - 1) + model.hidden_size) if model.mlp_bias else 0
+    return matrices * model.hidden_size * ffn_width + biases
+
+
+def attention_params(model: ModelSpec) -> int:
+    """Parameters of one attention block (projections, their biases, q/k norms)."""
+    if model.is_mla:
+        return mla_params(model)
+    h, d = model.hidden_size, model.head_size
+    q_width, kv_width = model.num_attention_heads * d, model.kv_heads * d
+    weights = h * q_width + 2 * h * kv_width + q_width * h
+    biases = (q_width + 2 * kv_width) * model.attention_bias + h * model.attention_out_bias
+    qk_norms = 2 * d if model.qk_norm else 0  # Qwen3: one RMSNorm of head_dim each for q and k
+    return weights + biases + qk_norms
+
+
+def mla_params(model: ModelSpec) -> int:
+    """Parameters of multi-head latent attention. Source: DeepSeek-V2 report (arXiv:2405.04434)
+    sec. 2.1.2, Eq. 9-19, as laid out in DeepSeek-V3's modeling code."""
+    h, a = model.hidden_size, model.num_attention_heads
+    qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim
+    rank = model.kv_lora_rank or 0
+    if model.q_lora_rank:
+        q = h * model.q_lora_rank + model.q_lora_rank + model.q_lora_rank * a * qk_head
+    else:
+        q = h * a * qk_head
+    kv_down = h * (rank + model.qk_rope_head_dim) + rank  # latent + shared rope key, norm
+    kv_up = rank * a * (model.qk_nope_head_dim + model.v_head_dim)
+    out = a * model.v_head_dim * h
+    return q + kv_down + kv_up + out
+
+
+def layer_params(model: ModelSpec, index: int) -> LayerParams:
+    """Parameters of transformer block ``index`` (0-based), by component."""
+    common = {
+        "attention": attention_params(model),
+        "norms": 2 * norm_params(model, model.hidden_size),
+    }
+    if not model.is_moe_layer(index):
+        return LayerParams(mlp=mlp_params(model, model.intermediate_size), **common)
+    return LayerParams(
+        routed_experts=model.n_routed_experts * mlp_params(model, model.moe_intermediate_size),
+        shared_experts=mlp_params(model, model.shared_ffn_size) if model.shared_ffn_size else 0,
+        router=model.n_routed_experts * (model.hidden_size + model.router_bias),
+        **common,
+    )
+
+
+def active_layer_params(model: ModelSpec, index: int) -> LayerParams:
+    """Parameters block ``index`` applies to one token (top-k of the routed experts)."""
+    full = layer_params(model, index)
+    if not model.is_moe_layer(index):
+        return full
+    per_expert = full.routed_experts // model.n_routed_experts
+    return LayerParams(
+        attention=full.attention,
+        routed_experts=model.num_experts_per_tok * per_expert,
+        shared_experts=full.shared_experts,
+        router=full.router,
+        norms=full.norms,
+    )
+
+
+def mtp_module_params(model: ModelSpec) -> int:
+    """Parameters of one multi-token-prediction module, sharing embedding and LM head.
+
+    Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 2.2: a projection from 2h to h, two
+    RMSNorms on its inputs, one transformer block (an MoE block in V3), the output norm.
+    """
+    block = layer_params(model, model.num_hidden_layers).total  # laid out like the last block
+    norms = 3 * norm_params(model, model.hidden_size)
+    return 2 * model.hidden_size * model.hidden_size + norms + block
+
+
+def _sum_layers(model: ModelSpec, active: bool) -> LayerParams:
+    per_layer = active_layer_params if active else layer_params
+    layers = [per_layer(model, i) for i in range(model.num_hidden_layers)]
+    return LayerParams(
+        **{f.name: sum(getattr(lp, f.name) for lp in layers) for f in fields(LayerParams)}
+    )
+
+
+def _counts(model: ModelSpec, active: bool) -> ParamCounts:
+    h = model.hidden_size
+    layers = _sum_layers(model, active)
+    mtp = model.num_nextn_predict_layers * mtp_module_params(model)
+    if active and model.num_nextn_predict_layers:
+        mtp = model.num_nextn_predict_layers * _active_mtp_params(model)
+    return ParamCounts(
+        embeddings=model.vocab_size * h,
+        position_embeddings=model.max_position_embeddings * h * model.learned_position_embeddings,
+        attention=layers.attention,
+        mlp=layers.mlp,
+        routed_experts=layers.routed_experts,
+        shared_experts=layers.shared_experts,
+        router=layers.router,
+        norms=layers.norms + norm_params(model, h),  # + the final norm
+        lm_head=0 if model.tie_word_embeddings else model.vocab_size * h,
+        mtp=mtp,
+    )
+
+
+def _active_mtp_params(model: ModelSpec) -> int:
+    full = mtp_module_params(model)
+    block = layer_params(model, model.num_hidden_layers)
+    active_block = active_layer_params(model, model.num_hidden_layers)
+    return full - block.total + active_block.total
+
+
+def param_counts(model: ModelSpec) -> ParamCounts:
+    """Every parameter of the model, by component."""
+    return _counts(model, active=False)
+
+
+def active_param_counts(model: ModelSpec) -> ParamCounts:
+    """Parameters one token passes through (MoE: top-k routed experts), by component."""
+    return _counts(model, active=True)

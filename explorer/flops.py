@@ -1,0 +1,150 @@
+"""FLOPs per token for forward and training, and the MFU / HFU definitions.
+
+Convention (stated in every result that uses it): only matrix multiplies count, 2 FLOPs per
+multiply-add; backward = 2 x forward (input and weight gradients); the embedding lookup is
+free; causal attention computes half of the ``s x s`` scores (Megatron-LM's
+``num_floating_point_operations``) unless ``causal=False`` (Korthikanti et al. 2022,
+arXiv:2205.05198, sec. 6, which counts all of them). Published TFLOP/s figures differ by
+about 7% between the two conventions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from explorer.specs import ModelSpec, Recompute
+
+
+@dataclass(frozen=True, slots=True)
+class FlopsPerToken:
+    """Forward FLOPs for one token, by part; ``total`` is their sum."""
+
+    attention_projections: float
+    attention_core: float
+    mlp: float
+    router: float
+    logits: float
+    mtp: float
+
+    @property
+    def total(self) -> float:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def layers(self) -> float:
+        """FLOPs of the transformer blocks only (what full recompute repeats)."""
+        return self.attention_projections + self.attention_core + self.mlp + self.router
+
+
+def attention_projection_weights(model: ModelSpec) -> int:
+    """Weights in the attention matrix multiplies of one block (no biases, no norms)."""
+    h, a = model.hidden_size, model.num_attention_heads
+    if not model.is_mla:
+        d = model.head_size
+        return 2 * h * a * d + 2 * h * model.kv_heads * d
+    qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim
+    rank = model.kv_lora_rank or 0
+    q_lora = model.q_lora_rank
+    q = h * q_lora + q_lora * a * qk_head if q_lora else h * a * qk_head
+    kv = h * (rank + model.qk_rope_head_dim) + rank * a * (
+        model.qk_nope_head_dim + model.v_head_dim
+    )
+    return q + kv + a * model.v_head_dim * h
+
+
+def attention_core_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> float:
+    """Forward FLOPs of scores (Q K^T) and their product with V, one token, one block.
+
+    Source: Korthikanti et al. 2022 (arXiv:2205.05198) sec. 6: 2 s (a d_qk) + 2 s (a d_v);
+    Megatron-LM halves it for causal masks (each query sees s/2 keys on average).
+    """
+    a = model.num_attention_heads
+    if model.is_mla:
+        d_qk, d_v = model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
+    else:
+        d_qk = d_v = model.head_size
+    flops = 2.0 * seq_len * a * (d_qk + d_v)
+    return flops / 2 if causal else flops
+
+
+def mlp_weights(model: ModelSpec, ffn_width: int) -> int:
+    """Weights in one MLP's matrix multiplies (3 gated, 2 otherwise)."""
+    return (3 if model.ffn_kind == "swiglu" else 2) * model.hidden_size * ffn_width
+
+
+def block_forward_flops(
+    model: ModelSpec, index: int, seq_len: int, causal: bool = True
+) -> FlopsPerToken:
+    """Forward FLOPs for one token through block ``index`` (MoE: top-k plus shared experts)."""
+    if model.is_moe_layer(index):
+        ffn = model.num_experts_per_tok * mlp_weights(model, model.moe_intermediate_size)
+        ffn += mlp_weights(model, model.shared_ffn_size) if model.shared_ffn_size else 0
+        router = 2.0 * model.hidden_size * model.n_routed_experts
+    else:
+        ffn, router = mlp_weights(model, model.intermediate_size), 0.0
+    return FlopsPerToken(
+        attention_projections=2.0 * attention_projection_weights(model),
+        attention_core=attention_core_flops_per_token(model, seq_len, causal),
+        mlp=2.0 * ffn,
+        router=router,
+        logits=0.0,
+        mtp=0.0,
+    )
+
+
+def forward_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> FlopsPerToken:
+    """Forward FLOPs for one token through the whole model, by part.
+
+    The multi-token-prediction modules (DeepSeek-V3) add a projection 2h -> h, one block and
+    another pass through the shared LM head each.
+    """
+    blocks = [
+        block_forward_flops(model, i, seq_len, causal) for i in range(model.num_hidden_layers)
+    ]
+    logits = 2.0 * model.hidden_size * model.vocab_size
+    mtp = 0.0
+    if model.num_nextn_predict_layers:
+        block = block_forward_flops(model, model.num_hidden_layers, seq_len, causal).total
+        projection = 2.0 * 2 * model.hidden_size * model.hidden_size
+        mtp = model.num_nextn_predict_layers * (block + projection + logits)
+    return FlopsPerToken(
+        attention_projections=sum(b.attention_projections for b in blocks),
+        attention_core=sum(b.attention_core for b in blocks),
+        mlp=sum(b.mlp for b in blocks),
+        router=sum(b.router for b in blocks),
+        logits=logits,
+        mtp=mtp,
+    )
+
+
+def model_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> float:
+    """Training FLOPs per token that MFU counts: forward + backward (3 x forward).
+
+    Source: Korthikanti et al. 2022 sec. 6 (72 B s L h^2 (1 + s/6h + V/12hL) for GPT layers);
+    PaLM (Chowdhery et al. 2022, arXiv:2204.02311) appendix B defines MFU on these FLOPs.
+    """
+    return 3.0 * forward_flops_per_token(model, seq_len, causal).total
+
+
+def hardware_flops_per_token(
+    model: ModelSpec, seq_len: int, recompute: Recompute, causal: bool = True
+) -> float:
+    """Training FLOPs per token the GPUs execute, recomputation included (HFU counts these).
+
+    Full recompute repeats every block's forward (Narayanan et al. 2021, arXiv:2104.04473,
+    Eq. 3: 96 B s L h^2 (1 + s/6h + V/16hL)); selective repeats the attention core's forward
+    (Korthikanti et al. 2022 sec. 5; their sec. 6 formula counts that term twice).
+    """
+    forward = forward_flops_per_token(model, seq_len, causal)
+    extra = {"none": 0.0, "selective": forward.attention_core, "full": forward.layers}[recompute]
+    return 3.0 * forward.total + extra
+
+
+def utilisation(
+    flops_per_token: float, tokens_per_s: float, num_gpus: int, peak_flops_per_s: float
+) -> float:
+    """Fraction of the cluster's peak achieved: MFU with model FLOPs, HFU with hardware FLOPs.
+
+    Source: Chowdhery et al. 2022 (PaLM) appendix B.
+    """
+    return flops_per_token * tokens_per_s / (num_gpus * peak_flops_per_s)

@@ -1,0 +1,45 @@
+"""Import rules: streamlit only in app.py and explorer/ui/, plotly only in explorer/ui/charts/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "explorer"
+
+
+def imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def core_files() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
+
+
+def test_the_core_has_files_to_check():
+    assert len(core_files()) > 5
+
+
+@pytest.mark.parametrize("path", core_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_streamlit_and_plotly_stay_in_the_ui(path):
+    relative = path.relative_to(CORE).parts
+    roots = imported_roots(path)
+    if relative[0] != "ui":
+        assert "streamlit" not in roots, f"{path} imports streamlit outside explorer/ui/"
+    if relative[:2] != ("ui", "charts"):
+        assert "plotly" not in roots, f"{path} imports plotly outside explorer/ui/charts/"
+
+
+@pytest.mark.parametrize("path", core_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_core_never_imports_torch(path):
+    assert "torch" not in imported_roots(path), f"{path} imports torch; keep it in validation/"
