@@ -114,7 +114,9 @@ def test_full_recompute_flops_match_narayanan_eq3():
     h, layers, s, vocab = 8192, 48, 2048, 51200
     model = gpt_layer_model(h, layers, 64, vocab)
     expected = 96 * s * layers * h**2 * (1 + s / (6 * h) + vocab / (16 * h * layers)) / s
-    assert hardware_flops_per_token(model, s, "full", causal=False) == pytest.approx(expected, rel=REL)
+    assert hardware_flops_per_token(model, s, "full", causal=False) == pytest.approx(
+        expected, rel=REL
+    )
 
 
 def test_causal_halving_removes_half_the_attention_core():
@@ -161,7 +163,9 @@ def test_size_generator_rejects_absurd_sizes():
     experts=st.sampled_from([0, 8, 64]),
     top_k=st.integers(1, 8),
 )
-def test_random_valid_models_count_consistently(layers, heads_log, head_dim, kv_log, ffn, vocab, experts, top_k):
+def test_random_valid_models_count_consistently(
+    layers, heads_log, head_dim, kv_log, ffn, vocab, experts, top_k
+):
     heads = 2**heads_log
     model = ModelSpec(
         num_hidden_layers=layers,
