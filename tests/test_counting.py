@@ -188,3 +188,41 @@ def _fields(model: ModelSpec) -> dict:
     from dataclasses import fields
 
     return {f.name: getattr(model, f.name) for f in fields(model)}
+
+
+def _preset_cases(kind: str) -> list:
+    from explorer.presets import model_entry, model_ids
+
+    cases = []
+    for model_id in model_ids():
+        entry = model_entry(model_id)
+        official = entry.official_total_params if kind == "total" else entry.official_active_params
+        if official:
+            cases.append(pytest.param(model_id, official, id=f"{model_id}-{entry.params_source}"))
+    return cases
+
+
+TOTAL_TOLERANCE = 0.005  # issue 2: every preset within 0.5% of its published total
+ACTIVE_TOLERANCE = 0.03  # and MoE active counts within 3%
+
+
+@pytest.mark.parametrize(("model_id", "official"), _preset_cases("total"))
+def test_every_preset_total_matches_its_published_count(model_id, official):
+    from explorer.presets import load_model
+
+    total = param_counts(load_model(model_id)).total_without_mtp
+    assert total == pytest.approx(official, rel=TOTAL_TOLERANCE)
+
+
+@pytest.mark.parametrize(("model_id", "official"), _preset_cases("active"))
+def test_every_moe_preset_active_count_matches_its_published_count(model_id, official):
+    from explorer.presets import load_model
+
+    active = active_param_counts(load_model(model_id)).total_without_mtp
+    assert active == pytest.approx(official, rel=ACTIVE_TOLERANCE)
+
+
+def test_deepseek_v3_preset_equals_the_hand_built_spec_in_counts():
+    from explorer.presets import load_model
+
+    assert param_counts(load_model("deepseek-v3")) == param_counts(DEEPSEEK_V3)
