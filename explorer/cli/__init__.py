@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import pydantic
 
-COMMANDS: tuple[str, ...] = ("params",)
+COMMANDS: tuple[str, ...] = ("params", "schedule")
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,180 @@
+"""Action orders of GPipe, 1F1B, interleaved 1F1B and ZB-H1, and ``build_schedule``.
+
+What M (micro-batches) must satisfy, per schedule (P stages, V chunks per stage):
+- gpipe, 1f1b, zb-h1: M >= 1 and V = 1 (with M < P they degenerate to GPipe's order).
+- interleaved: V >= 1; with V > 1, M >= P. Megatron-LM's original implementation needs M to be
+  a multiple of P; Megatron-Core relaxes that with a micro-batch group size N in [P, M] such that
+  M % N is 0 or at least P. We take the smallest such N (N = P when P divides M).
+- dualpipe: P even, V = 1, M even and M >= 2P (see ``dualpipe.py``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import repeat
+
+from explorer.schedules.actions import Action, Kind, Schedule
+from explorer.schedules.dualpipe import dualpipe_actions, require_dualpipe
+from explorer.specs import SCHEDULES, ScheduleName
+
+_Order = list[tuple[Kind, int, int]]
+"""One stage's actions as (kind, micro-batch, chunk) before the stage index is attached."""
+
+
+def gpipe_order(stages: int, stage: int, microbatches: int) -> _Order:
+    """GPipe on one stage: all forwards, then all backwards, micro-batches in order.
+
+    Source: Huang et al. 2019, GPipe (arXiv:1811.06965) fig. 2c; torch.distributed.pipelining
+    ScheduleGPipe.
+    """
+    forwards: _Order = [("F", mb, 0) for mb in range(microbatches)]
+    return forwards + [("B", mb, 0) for mb in range(microbatches)]
+
+
+def one_f_one_b_order(stages: int, stage: int, microbatches: int) -> _Order:
+    """1F1B (PipeDream-Flush) on one stage: P-1-i warm-up forwards, 1F1B pairs, cool-down.
+
+    Source: Narayanan et al. 2021 (arXiv:2104.04473) sec. 2.2.1; Megatron-LM
+    forward_backward_pipelining_without_interleaving (num_warmup = min(P - rank - 1, M)).
+    """
+    warmup = min(stages - stage - 1, microbatches)
+    order: _Order = [("F", mb, 0) for mb in range(warmup)]
+    for k in range(microbatches - warmup):
+        order += [("F", warmup + k, 0), ("B", k, 0)]
+    return order + [("B", mb, 0) for mb in range(microbatches - warmup, microbatches)]
+
+
+def zb_h1_order(stages: int, stage: int, microbatches: int) -> _Order:
+    """ZB-H1 on one stage: 1F1B's F/B order with stage i deferring i weight passes (FIFO).
+
+    Warm-up P-i-1 forwards; i pairs F B (their W deferred); then F B W until the forwards run
+    out; B W; the i deferred W last. In-flight micro-batches stay at most P, as for 1F1B.
+    Source: Qi et al. 2024, Zero Bubble Pipeline Parallelism (arXiv:2401.10241) sec. 3.1 fig. 3;
+    sail-sg/zero-bubble-pipeline-parallelism ZeroBubbleH1Pipeline (exact semantics).
+    """
+    warmup = min(stages - stage - 1, microbatches)
+    deferred = min(stage, microbatches - warmup)
+    order: _Order = [("F", mb, 0) for mb in range(warmup)]
+    order += [x for k in range(deferred) for x in (("F", warmup + k, 0), ("B", k, 0))]
+    forward, backward, weight = warmup + deferred, deferred, 0
+    while backward < microbatches:
+        if forward < microbatches:
+            order.append(("F", forward, 0))
+            forward += 1
+        order += [("B", backward, 0), ("W", weight, 0)]
+        backward, weight = backward + 1, weight + 1
+    return order + [("W", mb, 0) for mb in range(weight, microbatches)]
+
+
+def group_size(stages: int, microbatches: int) -> int:
+    """Interleaved micro-batch group N: smallest in [P, M] with M % N == 0 or M % N >= P.
+
+    Source: Megatron-Core forward_backward_pipelining_with_interleaving
+    (microbatch_group_size_per_vp_stage checks); N = P reproduces Megatron-LM's original order.
+    """
+    for size in range(stages, microbatches + 1):
+        remainder = microbatches % size
+        if remainder == 0 or remainder >= stages:
+            return size
+    return microbatches
+
+
+def interleaved_table(microbatches: int, virtual: int, size: int) -> list[tuple[int, int]]:
+    """Forward order of (micro-batch, chunk): groups of ``size`` micro-batches, chunk by chunk.
+
+    Source: Megatron-Core get_schedule_table (the last group takes the remaining micro-batches).
+    """
+    table = []
+    for first in range(0, microbatches, size):
+        last = microbatches if first + size >= microbatches else first + size
+        table += [(mb, c) for c in range(virtual) for mb in range(first, last)]
+        if last == microbatches:
+            break
+    return table
+
+
+def interleaved_order(stages: int, stage: int, microbatches: int, virtual: int) -> _Order:
+    """Interleaved 1F1B on one stage: 2(P-i-1) + (V-1)N warm-up forwards, 1F1B, cool-down.
+
+    Backwards take the forward table with chunks reversed (V-1-c).
+    Source: Narayanan et al. 2021 (arXiv:2104.04473) sec. 2.2.2; Megatron-Core
+    get_pp_rank_microbatches and get_schedule_table.
+    """
+    size = group_size(stages, microbatches)
+    table = interleaved_table(microbatches, virtual, size)
+    total = len(table)
+    warmup = min(2 * (stages - stage - 1) + (virtual - 1) * size, total)
+    forwards: _Order = [("F", mb, c) for mb, c in table]
+    backwards: _Order = [("B", mb, virtual - 1 - c) for mb, c in table]
+    order = forwards[:warmup]
+    for k in range(total - warmup):
+        order += [forwards[warmup + k], backwards[k]]
+    return order + backwards[total - warmup :]
+
+
+def require_stages(stages: int, microbatches: int, virtual: int) -> None:
+    """Raise ValueError unless P, M and V are all at least 1."""
+    for name, value in (("stages", stages), ("microbatches", microbatches)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    if virtual < 1:
+        raise ValueError(f"virtual must be at least 1, got {virtual}")
+
+
+def require_valid(name: str, stages: int, microbatches: int, virtual: int) -> None:
+    """Raise ValueError with one sentence saying what P, M and V must satisfy for ``name``."""
+    if name not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
+    require_stages(stages, microbatches, virtual)
+    if name == "dualpipe":
+        require_dualpipe(stages, microbatches, virtual)
+    elif name != "interleaved" and virtual != 1:
+        raise ValueError(f"virtual = {virtual} needs the interleaved schedule, not {name}")
+    elif name == "interleaved" and virtual > 1 and microbatches < stages:
+        raise ValueError(
+            f"interleaved 1F1B with virtual = {virtual} needs microbatches >= stages "
+            f"({stages}), got {microbatches}"
+        )
+
+
+def _stage_order(name: str, stages: int, stage: int, microbatches: int, virtual: int) -> _Order:
+    if name == "gpipe":
+        return gpipe_order(stages, stage, microbatches)
+    if name == "zb-h1":
+        return zb_h1_order(stages, stage, microbatches)
+    if name == "interleaved" and virtual > 1:
+        return interleaved_order(stages, stage, microbatches, virtual)
+    return one_f_one_b_order(stages, stage, microbatches)  # 1f1b; interleaved with V = 1
+
+
+@lru_cache(maxsize=256)
+def build_schedule(
+    name: ScheduleName, stages: int, microbatches: int, virtual: int = 1
+) -> Schedule:
+    """The actions of schedule ``name`` for P stages, M micro-batches and V chunks per stage.
+
+    Raises ValueError (one sentence) when P, M or V do not suit the schedule.
+    Source: see each order function; REFERENCES.md "Pipeline schedules".
+    """
+    require_valid(name, stages, microbatches, virtual)
+    pairs: tuple[tuple[int, ...], ...] = ()
+    if name == "dualpipe":
+        built = [dualpipe_actions(stages, s, microbatches) for s in range(stages)]
+        orders, pairs = tuple(o for o, _ in built), tuple(p for _, p in built)
+    else:
+        orders = tuple(_stage_order(name, stages, s, microbatches, virtual) for s in range(stages))
+    actions = tuple(
+        tuple(map(Action, repeat(stage), *zip(*order, strict=True)))
+        for stage, order in enumerate(orders)
+    )
+    copies = 2 if name == "dualpipe" else 1  # DualPipe keeps both directions' chunks
+    return Schedule(
+        name=name,
+        stages=stages,
+        microbatches=microbatches,
+        virtual=virtual,
+        actions=actions,
+        parameter_copies=(copies,) * stages,
+        bidirectional=name == "dualpipe",
+        pairs=pairs,
+    )

@@ -1,0 +1,180 @@
+"""Pipeline schedule diagrams: timelines in, Plotly figures out.
+
+One horizontal bar trace per action kind (F, B, W), with arrays, so a diagram of thousands of
+actions stays one light figure; stage 0 is the top row; gaps are idle time. Below it, each
+stage's activations held over time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.schedules import KINDS, Kind, Timeline
+
+KIND_COLOURS: dict[Kind, str] = {"F": "#4C78A8", "B": "#F58518", "W": "#54A24B"}
+"""One colour per action kind, the same in every schedule figure."""
+KIND_NAMES: dict[Kind, str] = {
+    "F": "F forward",
+    "B": "B backward",
+    "W": "W weight gradient",
+}
+_HOVER = (
+    "stage %{y}<br>%{fullData.name}<br>micro-batch %{customdata[2]}, chunk %{customdata[3]}"
+    "<br>start %{customdata[0]:.6g} s<br>end %{customdata[1]:.6g} s<extra></extra>"
+)
+
+
+def _event_arrays(timeline: Timeline) -> dict[str, np.ndarray]:
+    """The timeline's events as numpy columns."""
+    events = timeline.events
+    return {
+        "stage": np.asarray(events.stage),
+        "kind": np.asarray(events.kind),
+        "microbatch": np.asarray(events.microbatch),
+        "chunk": np.asarray(events.chunk),
+        "start_s": np.asarray(events.start_s, dtype=float),
+        "end_s": np.asarray(events.end_s, dtype=float),
+    }
+
+
+def _opacity(chunk: np.ndarray, num_chunks: int) -> np.ndarray:
+    """Later chunks a little lighter, so virtual stages read apart; 1 for a single chunk."""
+    if num_chunks <= 1:
+        return np.ones(len(chunk))
+    return 1.0 - 0.45 * chunk / (num_chunks - 1)
+
+
+def schedule_bars(timeline: Timeline, *, showlegend: bool = True) -> list[go.Bar]:
+    """One horizontal bar trace per action kind present: x from start to end (s), y the stage."""
+    cols = _event_arrays(timeline)
+    traces = []
+    for kind in KINDS:
+        mine = cols["kind"] == kind
+        if not mine.any():
+            continue
+        start, end = cols["start_s"][mine], cols["end_s"][mine]
+        chunk = cols["chunk"][mine]
+        traces.append(
+            go.Bar(
+                orientation="h",
+                base=start,
+                x=end - start,
+                y=cols["stage"][mine],
+                name=KIND_NAMES[kind],
+                legendgroup=kind,
+                showlegend=showlegend,
+                marker={
+                    "color": KIND_COLOURS[kind],
+                    "opacity": _opacity(chunk, timeline.schedule.num_chunks),
+                    "line": {"width": 0.5, "color": "white"},
+                },
+                text=cols["microbatch"][mine].astype(str),
+                textposition="inside",
+                insidetextanchor="middle",
+                customdata=np.column_stack([start, end, cols["microbatch"][mine], chunk]),
+                hovertemplate=_HOVER,
+            )
+        )
+    return traces
+
+
+def inflight_lines(timeline: Timeline) -> list[go.Scatter]:
+    """One step line per stage: activation sets held (stage-equivalent micro-batches) vs s."""
+    return [
+        go.Scatter(
+            x=curve.times_s,
+            y=curve.count,
+            mode="lines",
+            line={"shape": "hv", "width": 1.5},
+            name=f"stage {stage} activations",
+            legendgroup="inflight",
+            hovertemplate=f"stage {stage}<br>%{{y:.4g}} micro-batches held from %{{x:.6g}} s"
+            "<extra></extra>",
+        )
+        for stage, curve in enumerate(timeline.inflight)
+    ]
+
+
+def _stage_axis(stages: int) -> dict[str, object]:
+    """A y axis with stage 0 on top and one labelled tick per stage."""
+    return {
+        "autorange": "reversed",
+        "tickmode": "array",
+        "tickvals": list(range(stages)),
+        "ticktext": [f"stage {s}" for s in range(stages)],
+    }
+
+
+def describe(timeline: Timeline) -> str:
+    """A one-line caption: schedule, P, M, V, bubble (%) and makespan (s)."""
+    s = timeline.schedule
+    return (
+        f"{s.name}: P={s.stages}, M={s.microbatches}, V={s.virtual}; "
+        f"bubble {timeline.bubble_fraction:.1%}, makespan {timeline.makespan_s:.4g} s"
+    )
+
+
+def schedule_figure(timeline: Timeline, title: str | None = None) -> go.Figure:
+    """Schedule diagram (time in s, one row per stage) above each stage's activations held."""
+    stages = timeline.schedule.stages
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        row_heights=[0.65, 0.35],
+        subplot_titles=("actions per stage", "activations held per stage"),
+    )
+    for trace in schedule_bars(timeline):
+        fig.add_trace(trace, row=1, col=1)
+    for line in inflight_lines(timeline):
+        fig.add_trace(line, row=2, col=1)
+    fig.update_yaxes(_stage_axis(stages), row=1, col=1)
+    fig.update_yaxes(title_text="stage-equivalent micro-batches", rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text="time (s)", row=2, col=1)
+    fig.update_layout(
+        title=title if title is not None else describe(timeline),
+        barmode="overlay",
+        bargap=0.15,
+        uniformtext={"minsize": 8, "mode": "hide"},
+        height=max(420, 160 + 28 * stages + 200),
+        hovermode="closest",
+    )
+    return fig
+
+
+def schedule_comparison_figure(
+    timelines: Sequence[Timeline], title: str | None = None
+) -> go.Figure:
+    """Schedule diagrams stacked, one per timeline, on a shared time axis (s)."""
+    if not timelines:
+        raise ValueError("schedule_comparison_figure needs at least one timeline")
+    fig = make_subplots(
+        rows=len(timelines),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.3 / len(timelines),
+        row_heights=[t.schedule.stages for t in timelines],
+        subplot_titles=[describe(t) for t in timelines],
+    )
+    seen: set[str] = set()
+    for row, timeline in enumerate(timelines, start=1):
+        for trace in schedule_bars(timeline):
+            trace.showlegend = trace.legendgroup not in seen
+            seen.add(str(trace.legendgroup))
+            fig.add_trace(trace, row=row, col=1)
+        fig.update_yaxes(_stage_axis(timeline.schedule.stages), row=row, col=1)
+    fig.update_xaxes(title_text="time (s)", row=len(timelines), col=1)
+    total_stages = sum(t.schedule.stages for t in timelines)
+    fig.update_layout(
+        title=title if title is not None else "pipeline schedules compared",
+        barmode="overlay",
+        bargap=0.15,
+        uniformtext={"minsize": 8, "mode": "hide"},
+        height=max(400, 120 + 26 * total_stages + 60 * len(timelines)),
+    )
+    return fig
