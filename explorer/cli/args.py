@@ -34,6 +34,12 @@ def add_cluster(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
     group.add_argument("--gpus-per-node", type=int, default=8)
     group.add_argument("--intra-node-GBps", type=float, help="GB/s per GPU, one direction")
     group.add_argument("--inter-node-GBps", type=float, help="GB/s per GPU, one direction")
+    group.add_argument(
+        "--scale-up-domain",
+        type=int,
+        help="GPUs sharing the fast links (default: the node, or the GPU's rack-scale domain "
+        "when it spans nodes, e.g. 72 for GB200 NVL72)",
+    )
     if gpus:
         group.add_argument("--gpus", type=int, required=True, help="GPUs in the cluster")
 
@@ -54,7 +60,25 @@ def cluster_from(args: argparse.Namespace, world_size: int) -> ClusterSpec:
     if args.inter_node_GBps is not None:
         extra["scale_out_bytes_per_s"] = args.inter_node_GBps * 1e9
     num_nodes = max(1, -(-world_size // per_node))
-    return ClusterSpec(gpu=gpu, gpus_per_node=per_node, num_nodes=num_nodes, **extra)
+    return ClusterSpec(
+        gpu=gpu,
+        gpus_per_node=per_node,
+        num_nodes=num_nodes,
+        scale_up_domain_size=scale_up_domain(
+            args.scale_up_domain, gpu.scale_up_domain_size, per_node
+        ),
+        **extra,
+    )
+
+
+def scale_up_domain(requested: int | None, gpu_domain: int, gpus_per_node: int) -> int:
+    """GPUs on the fast links: as asked, else the GPU's domain when it spans several nodes
+    (an NVL72 rack of 4-GPU trays), else one node."""
+    if requested is not None:
+        if requested <= 0:
+            raise ValueError(f"--scale-up-domain must be positive, got {requested}")
+        return requested
+    return gpu_domain if gpu_domain > gpus_per_node else gpus_per_node
 
 
 def add_layout(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
