@@ -1,0 +1,135 @@
+"""``python -m explorer estimate``: training memory per GPU of one layout, per pipeline stage.
+
+The layout's world size (DP x TP x PP x CP) defines the cluster; ``--gpus-per-node`` (and the
+GPU preset's scale-up domain) decide whether TP crosses nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from explorer.cli.args import (
+    add_cluster,
+    add_layout,
+    add_model,
+    add_workload,
+    cluster_from,
+    layout_from,
+    model_from,
+    workload_from,
+)
+from explorer.memory import (
+    DEFAULT_TRAINING_ASSUMPTIONS,
+    TrainingAssumptions,
+    TrainingMemory,
+    parallel_axes_in_words,
+    training_memory,
+)
+from explorer.memory.training import StageMemory
+from explorer.units import GiB
+
+NAME = "estimate"
+HELP = "training memory per GPU of one layout, by category and pipeline stage"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model(parser)
+    add_cluster(parser)
+    add_layout(parser)
+    add_workload(parser)
+    group = parser.add_argument_group("assumptions")
+    group.add_argument(
+        "--attention",
+        choices=("flash", "classic"),
+        default="flash",
+        help="flash keeps no s x s scores; classic keeps softmax (and dropout) tensors",
+    )
+    group.add_argument("--dropout", action="store_true", help="dropout masks (GPT setting)")
+    group.add_argument(
+        "--headroom",
+        type=float,
+        default=DEFAULT_TRAINING_ASSUMPTIONS.headroom_fraction * 100,
+        help="percent of GPU memory kept free for the allocator (default 5)",
+    )
+
+
+def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
+    if not 0 <= args.headroom < 100:
+        raise ValueError(f"--headroom must be a percentage in [0, 100), got {args.headroom}")
+    return dataclasses.replace(
+        DEFAULT_TRAINING_ASSUMPTIONS,
+        flash_attention=args.attention == "flash",
+        dropout=args.dropout,
+        headroom_fraction=args.headroom / 100,
+    )
+
+
+def _stage_json(stage: StageMemory) -> dict[str, object]:
+    return {
+        "stage": stage.stage,
+        "total_bytes": stage.total_bytes,
+        "bytes": stage.breakdown.as_dict(),
+        "layers": list(stage.layers),
+        "num_params": stage.num_params,
+        "microbatches_in_flight": stage.microbatches_in_flight,
+        "activation_parts": dataclasses.asdict(stage.activation_parts),
+        "temporary_parts": dict(stage.temporary_parts),
+        "communication_parts": dict(stage.communication_parts),
+    }
+
+
+def memory_json(result: TrainingMemory) -> dict[str, object]:
+    """The contract's ``estimate`` keys (DESIGN.md) for a training memory result."""
+    return {
+        "gpu_bytes": result.gpu_bytes,
+        "peak_bytes": result.peak_bytes,
+        "fits": result.fits,
+        "peak_stage": result.peak_stage,
+        "stages": [_stage_json(s) for s in result.stages],
+        "warnings": list(result.warnings),
+        "assumptions": {**result.assumptions.as_dict(), "notes": list(result.notes)},
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    model, layout, workload = model_from(args), layout_from(args), workload_from(args)
+    cluster = cluster_from(args, layout.world_size)
+    result = training_memory(
+        model,
+        cluster.gpu,
+        layout,
+        workload,
+        assumptions_from(args),
+        domain_size=cluster.domain_size,
+    )
+    return {
+        "model": model.name,
+        "gpu": cluster.gpu.name,
+        "world_size": layout.world_size,
+        **memory_json(result),
+        "parallel_axes": list(parallel_axes_in_words(model, layout, workload)),
+    }
+
+
+def render(result: dict) -> str:
+    fits = "fits" if result["fits"] else "does NOT fit"
+    lines = [
+        f"{result['model']} on {result['world_size']} x {result['gpu']}: peak "
+        f"{result['peak_bytes'] / GiB:.2f} GiB on stage {result['peak_stage']} of "
+        f"{result['gpu_bytes'] / GiB:.2f} GiB ({fits}); GiB = 2^30 bytes"
+    ]
+    for stage in result["stages"]:
+        parts = ", ".join(f"{k} {v / GiB:.2f}" for k, v in stage["bytes"].items() if v)
+        lines.append(
+            f"  stage {stage['stage']:>2} ({len(stage['layers'])} layers): "
+            f"{stage['total_bytes'] / GiB:.2f} GiB = {parts}"
+        )
+    peak = result["stages"][result["peak_stage"]]
+    for kind in ("activation_parts", "temporary_parts", "communication_parts"):
+        parts = ", ".join(f"{k} {v / GiB:.3f}" for k, v in peak[kind].items() if v)
+        lines.append(f"  peak stage {kind.replace('_', ' ')} (GiB): {parts or 'none'}")
+    lines += [f"  axis: {line}" for line in result["parallel_axes"]]
+    lines += [f"  note: {line}" for line in result["assumptions"]["notes"]]
+    lines += [f"  warning: {w}" for w in result["warnings"]]
+    return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""Data-parallel and ZeRO / FSDP collectives of one stage (see ``explorer.comm.step``).
+
+Volumes per rank (Rajbhandari et al. 2020, arXiv:1910.02054, sec. 7): DDP all-reduces the
+gradients (2 Psi on the wire); ZeRO-1/2 reduce-scatter them and all-gather the updated
+parameters (the same 2 Psi); ZeRO-3 all-gathers the parameters in forward and in backward and
+reduce-scatters the gradients (3 Psi). Psi here is in bytes: gradients at the precision
+policy's gradient width (Megatron-LM reduces fp32 main grads), parameters at its working width.
+"""
+
+from __future__ import annotations
+
+from explorer.comm.step import Collective, Phase, StageContext, timed
+from explorer.compute import PassTimes, StageWork
+
+
+def _bucket_floor(params_per_gpu: float, ctx: StageContext) -> float:
+    """Share of a step-end reduction that cannot overlap: the last bucket's."""
+    return min(1.0, ctx.assumptions.dp_bucket_params / params_per_gpu)
+
+
+def _replicated_params(work: StageWork, ctx: StageContext) -> tuple[tuple[str, float, str], ...]:
+    """(group, parameters per GPU, label) for dense and expert weights of the stage."""
+    layout = ctx.layout
+    return (
+        ("dp_cp", work.dense_params / layout.tp, "dense"),
+        ("edp", work.expert_params / (layout.ep * layout.etp), "expert"),
+    )
+
+
+def _ddp(
+    group: str, params: float, label: str, passes: PassTimes, ctx: StageContext
+) -> list[Collective]:
+    """ZeRO 0: one bucketed gradient all-reduce per step behind the last backward."""
+    size = params * ctx.policy.grad_bytes
+    floor = _bucket_floor(params, ctx)
+    share = ctx.assumptions.dp_overlap
+    return [
+        timed(
+            ctx,
+            "dp",
+            group,
+            "all-reduce",
+            f"{label} gradients",
+            "step",
+            size,
+            1,
+            (share, passes.backward_s, floor),
+        ),
+    ]
+
+
+def _zero12(
+    group: str, params: float, label: str, passes: PassTimes, ctx: StageContext
+) -> list[Collective]:
+    """ZeRO 1/2: gradient reduce-scatter (per step, or per micro-batch under ZeRO-2) and a
+    parameter all-gather per step behind the next forward."""
+    floor = _bucket_floor(params, ctx)
+    share = ctx.assumptions.dp_overlap
+    phase: Phase = "backward" if ctx.layout.zero == 2 else "step"
+    grads = params * ctx.policy.grad_bytes
+    weights = params * ctx.policy.param_bytes
+    return [
+        timed(
+            ctx,
+            "dp",
+            group,
+            "reduce-scatter",
+            f"{label} gradients",
+            phase,
+            grads,
+            1,
+            (share, passes.backward_s, floor),
+        ),
+        timed(
+            ctx,
+            "dp",
+            group,
+            "all-gather",
+            f"{label} parameters",
+            "step",
+            weights,
+            1,
+            (share, passes.forward_s, floor),
+        ),
+    ]
+
+
+def _zero3(
+    group: str, params: float, label: str, passes: PassTimes, work: StageWork, ctx: StageContext
+) -> list[Collective]:
+    """ZeRO 3 / FSDP: per micro-batch, gather parameters for forward and for backward and
+    reduce-scatter gradients, each prefetched a block ahead (the first block's is exposed)."""
+    floor = 1.0 / max(1, work.num_layers)
+    share = ctx.assumptions.dp_overlap
+    weights = params * ctx.policy.param_bytes
+    grads = params * ctx.policy.grad_bytes
+    half_backward = passes.backward_s / 2  # gather and reduce-scatter share the backward
+    return [
+        timed(
+            ctx,
+            "dp",
+            group,
+            "all-gather",
+            f"{label} parameters",
+            "forward",
+            weights,
+            1,
+            (share, passes.forward_s, floor),
+        ),
+        timed(
+            ctx,
+            "dp",
+            group,
+            "all-gather",
+            f"{label} parameters",
+            "backward",
+            weights,
+            1,
+            (share, half_backward, floor),
+        ),
+        timed(
+            ctx,
+            "dp",
+            group,
+            "reduce-scatter",
+            f"{label} gradients",
+            "backward",
+            grads,
+            1,
+            (share, half_backward, floor),
+        ),
+    ]
+
+
+def dp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
+    """Gradient reduction and ZeRO parameter gathers of one stage, dense and expert weights.
+
+    Source: module docstring (ZeRO sec. 7, PyTorch DDP, Megatron-Core distributed optimizer).
+    """
+    out: list[Collective] = []
+    for group, params, label in _replicated_params(work, ctx):
+        if ctx.groups[group].size == 1 or params <= 0:
+            continue
+        if ctx.layout.zero == 0:
+            out += _ddp(group, params, label, passes, ctx)
+        elif ctx.layout.zero in (1, 2):
+            out += _zero12(group, params, label, passes, ctx)
+        else:
+            out += _zero3(group, params, label, passes, work, ctx)
+    return out

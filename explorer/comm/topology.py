@@ -1,0 +1,175 @@
+"""Process groups on the topology: which ranks share a scale-up domain, what links they see.
+
+Rank numbering: a layout's ranks are numbered 0..world-1 in mixed radix over the mesh axes,
+innermost (fastest-varying) first, in ``Layout.mesh_order`` (default tp, cp, ep, dp, pp). Rank r
+sits in scale-up domain r // K (K = ``ClusterSpec.domain_size``: 8 on an HGX board, 72 in an
+NVL72 rack). Source: Megatron-Core ``parallel_state.RankGenerator`` (order "tp-cp-ep-dp-pp").
+
+Expert parallelism is folded, as Megatron-Core does: the dense layers use the axes tp, cp, dp,
+pp (ep has size 1 there); the expert layers re-cut the same tp x cp x dp ranks of each pipeline
+stage into etp (expert tensor parallel), ep and edp (expert data parallel) in the same order,
+with ``tp`` read as etp, ``dp`` as edp and ``cp`` folded into edp. With the default order and
+etp = 1, an EP group is EP consecutive ranks in the order (tp, cp, dp): with tp = 8 and ep = 8
+it is the TP group. Source: Megatron-Core ``parallel_state.initialize_model_parallel``
+(``expert_decoder_rank_generator``: tp=expert_tensor_parallel_size, ep, dp=expert_dp, cp=1).
+
+Links. A group whose ranks all sit in one domain talks over the scale-up links (NVLink /
+NVSwitch: every GPU has its full bandwidth to the switch, whatever the other groups do). A group
+spanning D domains with r ranks in each runs hierarchically (see ``collectives``): r ranks per
+domain split the data over the fast links, then each exchanges its 1/r share with its peers in
+the other domains through its own NIC. NIC sharing: all groups of one axis run their collective
+at the same time, but every GPU belongs to exactly one group of each axis and has one NIC's
+share of the node's scale-out bandwidth (``scale_out_bytes_per_s`` per GPU, divided by the
+fabric's oversubscription), so groups of one axis never share a NIC; collectives of different
+axes are charged one after another, so they do not share either. A node with fewer NICs than
+GPUs is described by a lower per-GPU figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+
+from explorer.specs import ClusterSpec, Layout
+
+GroupName = Literal["tp", "cp", "ep", "dp", "pp", "dp_cp", "etp", "edp"]
+"""Process groups: the mesh axes, dp_cp (ranks holding the same dense weights: gradient
+reduction and ZeRO sharding), etp and edp (expert tensor and expert data parallel)."""
+
+_DENSE_AXES = {"dp_cp": ("cp", "dp")}
+_EXPERT_GROUPS = {"ep": ("ep",), "etp": ("etp",), "edp": ("edp",)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupPlacement:
+    """Where one process group's ranks sit and which links its collectives use."""
+
+    group: GroupName
+    """Which process group."""
+    size: int
+    """Ranks in the group (1 means no communication)."""
+    ranks_per_domain: int
+    """Ranks of the group that share a scale-up domain (worst group of the axis)."""
+    num_domains: int
+    """Scale-up domains the group spans (worst group of the axis)."""
+    fast_bytes_per_s: float
+    """Scale-up link bandwidth per GPU, one direction, bytes/s (link peak)."""
+    fabric_bytes_per_s: float
+    """Scale-out bandwidth per GPU, one direction, after oversubscription, bytes/s (peak)."""
+    fast_latency_s: float
+    """Latency of one message on the scale-up links, s."""
+    fabric_latency_s: float
+    """Latency of one message across the fabric, s."""
+
+    @property
+    def crosses_domains(self) -> bool:
+        """Whether any collective of this group leaves its scale-up domain."""
+        return self.num_domains > 1
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """Peak bus bandwidth per rank of a ring over the group, bytes/s.
+
+        Inside a domain the fast links; across domains the r ranks of each domain drive r NICs
+        in parallel, so the bus bandwidth is r x the per-GPU fabric figure, capped by the fast
+        links. Source: NCCL tests PERFORMANCE.md (bus bandwidth); the NIC rule of this module.
+        """
+        if not self.crosses_domains:
+            return self.fast_bytes_per_s
+        return min(self.fast_bytes_per_s, self.ranks_per_domain * self.fabric_bytes_per_s)
+
+    @property
+    def latency_s(self) -> float:
+        """Latency of the slowest hop a message of this group takes, s."""
+        return self.fabric_latency_s if self.crosses_domains else self.fast_latency_s
+
+
+def dense_sizes(layout: Layout) -> dict[str, int]:
+    """Degree of each mesh axis in the dense layers (ep folded: size 1)."""
+    return {"tp": layout.tp, "cp": layout.cp, "ep": 1, "dp": layout.dp, "pp": layout.pp}
+
+
+def expert_sizes(layout: Layout) -> dict[str, int]:
+    """Degree of each axis in the expert layers: etp x ep x edp = tp x cp x dp per stage.
+
+    Source: Megatron-Core ``initialize_model_parallel`` (expert_data_parallel_size).
+    """
+    inner = layout.tp * layout.cp * layout.dp
+    if inner % (layout.ep * layout.etp):
+        raise ValueError(
+            f"ep x etp ({layout.ep} x {layout.etp}) must divide tp x cp x dp ({inner})"
+        )
+    edp = inner // (layout.ep * layout.etp)
+    return {"etp": layout.etp, "ep": layout.ep, "edp": edp, "pp": layout.pp}
+
+
+def expert_order(mesh_order: tuple[str, ...]) -> tuple[str, ...]:
+    """The expert layers' axis order: tp read as etp, dp as edp, cp folded into edp."""
+    rename = {"tp": "etp", "dp": "edp", "ep": "ep", "pp": "pp"}
+    return tuple(rename[a] for a in mesh_order if a != "cp")
+
+
+@lru_cache(maxsize=4096)
+def _span(sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int) -> tuple[int, int]:
+    """(fewest ranks per domain, most domains) over all groups formed by the member axes.
+
+    ``sizes`` are in placement order, innermost first; a group varies the member axes and
+    fixes the others. Exact for any sizes (counts every rank), cached per shape.
+    """
+    world = int(np.prod(sizes))
+    ranks = np.arange(world)
+    strides = np.cumprod((1, *sizes[:-1]))
+    group_id = ranks.copy()
+    for size, stride, member in zip(sizes, strides, members, strict=True):
+        if member:
+            group_id -= (ranks // stride) % size * stride  # zero this axis' coordinate
+    pairs = np.unique(group_id * world + ranks // domain_size)
+    per_group_domains = np.bincount(pairs // world)
+    per_group_domains = per_group_domains[per_group_domains > 0]
+    group_size = int(np.prod([s for s, m in zip(sizes, members, strict=True) if m]))
+    most = int(per_group_domains.max())
+    return max(1, group_size // most), most
+
+
+def _placement(
+    group: GroupName,
+    order: tuple[str, ...],
+    sizes: dict[str, int],
+    axes: tuple[str, ...],
+    cluster: ClusterSpec,
+) -> GroupPlacement:
+    ordered = tuple(sizes[a] for a in order)
+    members = tuple(a in axes for a in order)
+    size = int(np.prod([sizes[a] for a in axes]))
+    per_domain, domains = _span(ordered, members, cluster.domain_size)
+    return GroupPlacement(
+        group=group,
+        size=size,
+        ranks_per_domain=min(per_domain, size),
+        num_domains=domains,
+        fast_bytes_per_s=cluster.fast_bytes_per_s,
+        fabric_bytes_per_s=cluster.fabric_bytes_per_s,
+        fast_latency_s=cluster.intra_node_latency_s,
+        fabric_latency_s=cluster.inter_node_latency_s,
+    )
+
+
+def place_group(group: GroupName, cluster: ClusterSpec, layout: Layout) -> GroupPlacement:
+    """Placement of one process group of ``layout`` on ``cluster``.
+
+    Source: the rank numbering and folding rules of this module's docstring.
+    """
+    if group in _EXPERT_GROUPS:
+        order = expert_order(layout.mesh_order)
+        return _placement(group, order, expert_sizes(layout), _EXPERT_GROUPS[group], cluster)
+    axes = _DENSE_AXES.get(group, (group,))
+    return _placement(group, layout.mesh_order, dense_sizes(layout), axes, cluster)
+
+
+def place_groups(cluster: ClusterSpec, layout: Layout) -> dict[str, GroupPlacement]:
+    """Placement of every process group: tp, cp, ep, dp, pp, dp_cp, etp, edp."""
+    names: tuple[GroupName, ...] = ("tp", "cp", "ep", "dp", "pp", "dp_cp", "etp", "edp")
+    return {name: place_group(name, cluster, layout) for name in names}

@@ -1,0 +1,108 @@
+"""Assumptions of the training memory model a user may want to change, with their sources.
+
+Every number here is shown in the app, the report and the CLI JSON. Defaults describe a modern
+Megatron-Core style run (FlashAttention, no dropout, fp32 main gradients); ``GPT_STYLE`` is the
+setting of Korthikanti et al. 2022 (arXiv:2205.05198), against which the activation model is
+tested.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from explorer.units import MiB
+
+_NON_NEGATIVE = (
+    "zero3_prefetch_layers",
+    "grad_bucket_bytes",
+    "nccl_buffer_bytes",
+    "nccl_channels",
+    "nccl_p2p_channels_per_peer",
+    "cuda_context_bytes",
+    "library_workspace_bytes",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingAssumptions:
+    """Switches and sizes behind the training memory estimate (bytes unless named otherwise)."""
+
+    flash_attention: bool = True
+    """FlashAttention keeps q, k, v, its output and the softmax log-sum-exp, never the s x s
+    scores. Source: Dao et al. 2022 (arXiv:2205.14135) sec. 3.1. False gives the classic core:
+    softmax output (and dropout mask and output) of a x s x s per sequence, Korthikanti et al.
+    2022 (arXiv:2205.05198) sec. 4.1."""
+    dropout: bool = False
+    """Dropout on attention probabilities, after attention and after the MLP (1-byte masks).
+    Off for modern LLMs (Llama 3, DeepSeek-V3 configs have no dropout); on for the GPT setting
+    of Korthikanti et al. 2022 sec. 4.1."""
+    dropout_mask_bytes: float = 1.0
+    """Bytes per element of a dropout mask. Source: Korthikanti et al. 2022 sec. 4.1 (1 byte)."""
+    moe_capacity_factor: float | None = None
+    """Expert capacity as a multiple of the mean tokens per expert; None means dropless routing
+    (Megatron-Core's default). Source: Fedus et al. 2021, Switch Transformer (arXiv:2101.03961),
+    sec. 2.2."""
+    moe_imbalance: float = 1.25
+    """Dropless routing: tokens the busiest GPU's experts receive, as a multiple of the mean.
+    An assumption (1 means perfect balance): 1.25 is the capacity factor Switch Transformer uses
+    as its margin for uneven routing (arXiv:2101.03961, sec. 2.2, Table 1)."""
+    router_logits_bytes: float = 4.0
+    """Bytes per router logit and routing probability: gating kept in fp32. Source: DeepSeek-V3
+    report (arXiv:2412.19437) sec. 3.3.1 (MoE gating in higher precision)."""
+    loss_logits_bytes: float = 4.0
+    """Bytes per logit kept for the cross-entropy backward: fp32, as Megatron-LM's
+    vocab_parallel_cross_entropy upcasts the logits; Korthikanti et al. 2022 sec. 4.3 (4sbv/t)."""
+    zero3_prefetch_layers: int = 1
+    """ZeRO-3 / FSDP: layers gathered ahead of the one computing. Source: PyTorch FSDP
+    BackwardPrefetch.BACKWARD_PRE and FSDP2's default prefetch of one module."""
+    grad_bucket_bytes: float = 25 * MiB
+    """ZeRO 0-2: one gradient communication bucket outside the gradient buffer. Source: PyTorch
+    DistributedDataParallel bucket_cap_mb = 25. Megatron-Core's buckets (max(40M, 1M x DP)
+    elements) are views of its contiguous gradient buffer, so 0 models Megatron; DeepSpeed's
+    reduce_bucket_size is 5e8 elements."""
+    nccl_buffer_bytes: float = 4 * MiB
+    """NCCL buffer per channel and peer. Source: NCCL environment variables, NCCL_BUFFSIZE
+    (default 4 MiB, the Simple protocol; LL and LL128 buffers are left out)."""
+    nccl_channels: int = 16
+    """Channels of a ring collective. An assumption: NCCL picks 2-32 by topology
+    (NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS); 16 is typical of 8-GPU NVLink nodes."""
+    nccl_p2p_channels_per_peer: int = 2
+    """Channels per peer of point-to-point transfers (pipeline send/recv, MoE all-to-all).
+    Source: NCCL environment variables, NCCL_NCHANNELS_PER_NET_PEER (default 2)."""
+    cuda_context_bytes: float = 512 * MiB
+    """CUDA context with PyTorch, per GPU: an assumption, not measured here. Typical for CUDA 12
+    with lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 11.7); measure it
+    with nvidia-smi after torch.cuda.init()."""
+    library_workspace_bytes: float = 256 * MiB
+    """cuBLAS/cuBLASLt, cuDNN and attention-kernel workspaces, all streams together: an
+    assumption. cuBLASLt recommends 32 MiB per handle on Hopper (cuBLAS docs, cublasSetWorkspace;
+    PyTorch PR 120925); training runs several streams."""
+    headroom_fraction: float = 0.05
+    """Share of GPU memory kept free for allocator fragmentation and spikes. An assumption; PyTorch
+    reports the gap as reserved minus allocated (torch.cuda.memory_stats)."""
+    heavy_stage_ratio: float = 1.2
+    """A stage needing more than this multiple of the stage mean is reported as heavy."""
+
+    def __post_init__(self) -> None:
+        for name in ("dropout_mask_bytes", "moe_imbalance", "router_logits_bytes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        capacity = self.moe_capacity_factor
+        if capacity is not None and not capacity > 0:
+            raise ValueError(f"moe_capacity_factor must be positive, got {capacity!r}")
+        if not 0 <= self.headroom_fraction < 1:
+            raise ValueError(f"headroom_fraction must be in [0, 1), got {self.headroom_fraction}")
+        for name in _NON_NEGATIVE:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be zero or more, got {getattr(self, name)!r}")
+
+    def as_dict(self) -> dict[str, object]:
+        """Every assumption by name (for JSON and the report)."""
+        return asdict(self)
+
+
+DEFAULT_TRAINING_ASSUMPTIONS = TrainingAssumptions()
+"""Modern LLM training: FlashAttention, no dropout, dropless MoE."""
+
+GPT_STYLE = TrainingAssumptions(flash_attention=False, dropout=True)
+"""The setting of Korthikanti et al. 2022 Table 2: classic attention core and dropout masks."""

@@ -1,0 +1,179 @@
+"""Transformer blocks on pipeline stages: which layers, embeddings and heads each rank holds.
+
+Rules (each a small function below):
+- A balanced split gives every model chunk ceil(L / C) blocks and takes the remainder off the
+  ends first (first chunk, last chunk, second, second to last, ...), because the first stage
+  also runs the embedding and the last the LM head and loss. Llama 3 405B: 126 blocks on 16
+  stages = 7 + 14 x 8 + 7 (Dubey et al. 2024, arXiv:2407.21783, sec. 3.3.2).
+- Interleaved 1F1B: P x V chunks; chunk c runs on rank c mod P (Narayanan et al. 2021,
+  arXiv:2104.04473, sec. 2.2.2; Megatron-LM's virtual pipeline ranks).
+- DualPipe: P stages, rank r holds stages r and P-1-r, so two copies of parameters
+  (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1 and Table 2).
+- The embedding sits on the rank holding the first chunk; the final norm, LM head and the
+  multi-token-prediction modules on the rank holding the last (Megatron-Core GPTModel:
+  pre_process / post_process / mtp_process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from explorer.schedules import peak_inflight
+from explorer.specs import Layout, ModelSpec, ScheduleName
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """What one pipeline rank holds."""
+
+    stage: int
+    """Pipeline rank, 0-based."""
+    layers: tuple[int, ...]
+    """Indices (0-based) of the transformer blocks on this rank, all chunks together."""
+    num_moe_layers: int
+    """How many of ``layers`` have an MoE MLP."""
+    has_embedding: bool
+    """Holds the input embedding (first chunk)."""
+    has_head: bool
+    """Holds the final norm, LM head, loss and MTP modules (last chunk)."""
+    copies: int = 1
+    """Model chunks of one stage's size per stage-equivalent: 2 under DualPipe, else 1."""
+
+    @property
+    def num_dense_layers(self) -> int:
+        return len(self.layers) - self.num_moe_layers
+
+
+def balanced_chunk_sizes(num_layers: int, num_chunks: int) -> tuple[int, ...]:
+    """Blocks per model chunk: ceil(L / C) each, the remainder taken off the ends first.
+
+    Source: Llama 3 (arXiv:2407.21783) sec. 3.3.2: one fewer layer on the first and last stage.
+    """
+    if num_chunks > num_layers:
+        raise ValueError(
+            f"{num_chunks} pipeline chunks (pp x virtual stages) exceed the {num_layers} layers"
+        )
+    base = -(-num_layers // num_chunks)
+    sizes = [base] * num_chunks
+    pairs = zip(range(num_chunks), reversed(range(num_chunks)), strict=True)
+    ends = [i for pair in pairs for i in pair]  # 0, C-1, 1, C-2, ...
+    for index in ends[: base * num_chunks - num_layers]:
+        sizes[index] -= 1
+    return tuple(sizes)
+
+
+def _even_split(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` integers that differ by at most one, larger first."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def chunk_sizes(
+    num_layers: int, pp: int, virtual: int = 1, stage_layers: tuple[int, ...] | None = None
+) -> tuple[int, ...]:
+    """Blocks per model chunk in route order: P x V chunks (interleaved), P otherwise.
+
+    Explicit ``stage_layers`` give blocks per rank; with V > 1 each rank's share is split
+    evenly over its chunks.
+    """
+    if stage_layers is None:
+        return balanced_chunk_sizes(num_layers, pp * virtual)
+    if sum(stage_layers) != num_layers:
+        raise ValueError(
+            f"stage_layers {stage_layers} sum to {sum(stage_layers)}, "
+            f"the model has {num_layers} layers"
+        )
+    per_rank = [_even_split(n, virtual) for n in stage_layers]
+    return tuple(per_rank[c % pp][c // pp] for c in range(pp * virtual))
+
+
+def _ranks_of_chunks(pp: int, virtual: int, dualpipe: bool) -> tuple[tuple[int, ...], ...]:
+    """Pipeline ranks holding each chunk (DualPipe: stage s on ranks s and P-1-s)."""
+    if dualpipe:
+        if pp % 2:
+            raise ValueError(f"dualpipe needs an even number of stages, got pp = {pp}")
+        return tuple((s, pp - 1 - s) for s in range(pp))
+    return tuple((c % pp,) for c in range(pp * virtual))
+
+
+def pipeline_plan(model: ModelSpec, layout: Layout) -> tuple[StagePlan, ...]:
+    """What each pipeline rank holds: blocks, embedding, head, one entry per rank."""
+    dualpipe = layout.schedule == "dualpipe" and layout.pp > 1
+    return _plan(model, layout.pp, layout.virtual_stages, dualpipe, layout.stage_layers)
+
+
+@lru_cache(maxsize=1024)
+def _plan(
+    model: ModelSpec,
+    pp: int,
+    virtual: int,
+    dualpipe: bool,
+    stage_layers: tuple[int, ...] | None,
+) -> tuple[StagePlan, ...]:
+    sizes = chunk_sizes(model.num_hidden_layers, pp, virtual, stage_layers)
+    owners = _ranks_of_chunks(pp, virtual, dualpipe)
+    held: list[list[int]] = [[] for _ in range(pp)]
+    start = 0
+    for size, ranks in zip(sizes, owners, strict=True):
+        for rank in ranks:
+            held[rank].extend(range(start, start + size))
+        start += size
+    first, last = set(owners[0]), set(owners[-1])
+    copies = 2 if dualpipe else 1
+    return tuple(
+        StagePlan(
+            stage=rank,
+            layers=tuple(layers),
+            num_moe_layers=sum(model.is_moe_layer(i) for i in layers),
+            has_embedding=rank in first,
+            has_head=rank in last,
+            copies=copies,
+        )
+        for rank, layers in enumerate(held)
+    )
+
+
+def inflight_microbatches(
+    schedule: ScheduleName, pp: int, microbatches: int, virtual: int = 1
+) -> tuple[float, ...]:
+    """Peak micro-batches of activations held on each stage, in stage-equivalents.
+
+    Source: explorer.schedules' simulator; ``closed_form_inflight`` is its oracle. Without
+    pipelining, micro-batches run one after another (gradient accumulation): 1 in flight.
+    """
+    if pp == 1:
+        return (1.0,)
+    return peak_inflight(schedule, pp, microbatches, virtual)
+
+
+def closed_form_inflight(
+    schedule: ScheduleName, pp: int, microbatches: int, virtual: int = 1
+) -> tuple[float, ...]:
+    """Peak micro-batches in flight per stage, stage-equivalents, from closed forms.
+
+    Source: GPipe M (Huang et al. 2019, arXiv:1811.06965); 1F1B P - i (Narayanan et al. 2021,
+    arXiv:2104.04473, sec. 2.2.1); interleaved (2 (P-i-1) + (V-1) P + 1) / V chunk sets, i.e.
+    P (1 + (P-1)/(P V)) on the first stage (Megatron-LM num_warmup_microbatches; Korthikanti
+    et al. 2022 sec. 4.2.3); ZB-H1 P on every stage, since deferred weight passes keep later
+    stages' activations until W (Qi et al. 2024, arXiv:2401.10241, sec. 3.1: the peak over
+    stages equals 1F1B's); DualPipe P + 1 (DeepSeek-V3 report Table 2).
+    """
+    m, p, v = microbatches, pp, virtual
+    if schedule == "gpipe":
+        return tuple(float(m) for _ in range(p))
+    if schedule == "interleaved":
+        return tuple(min(m * v, 2 * (p - i - 1) + (v - 1) * p + 1) / v for i in range(p))
+    if schedule == "dualpipe":
+        return tuple(float(min(m, p + 1)) for _ in range(p))
+    if schedule == "zb-h1":
+        return tuple(float(min(m, p)) for _ in range(p))
+    return tuple(float(min(m, p - i)) for i in range(p))
+
+
+def loss_inflight(schedule: ScheduleName, pp: int, microbatches: int) -> float:
+    """Micro-batches whose logits wait for their backward on the last stage at once.
+
+    1F1B-style schedules run each micro-batch's loss backward right after its forward on the
+    last stage; GPipe runs all forwards first. Source: Huang et al. 2019 fig. 2c.
+    """
+    return float(microbatches) if schedule == "gpipe" and pp > 1 else 1.0
