@@ -243,28 +243,3 @@ def test_a_plan_larger_than_the_cluster_is_refused():
 def test_bad_efficiencies_name_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         ServingAssumptions(**{field: value})
-
-
-# Chart builders (explorer/ui/charts/serving.py); move to tests/test_charts_serving.py if wanted.
-def test_memory_figure_stacks_the_six_categories_under_the_capacity_line():
-    from explorer.ui.charts.serving import memory_figure
-
-    plan = plan_serving(LLAMA_70B, H100_NODE, 8, ServingWorkload())
-    fig = memory_figure(plan.layouts[:3], H100_NODE.gpu.memory_bytes)
-    assert [t.name for t in fig.data] == [
-        "Weights", "KV cache", "Activations", "Communication buffers",
-        "CUDA context & workspaces", "Allocator headroom",
-    ]  # fmt: skip
-    assert fig.layout.shapes[0].y0 == pytest.approx(80e9 / 2**30)
-    assert "GiB" in fig.layout.yaxis.title.text
-
-
-def test_frontier_figure_has_a_trace_per_layout_and_the_frontier_on_top():
-    from explorer.ui.charts.serving import frontier_figure
-
-    plan = plan_serving(LLAMA_70B, H100_NODE, 8, ServingWorkload())
-    fig = frontier_figure(plan.pareto)
-    layouts = {p.label for p in plan.pareto}
-    assert len(fig.data) == len(layouts) + 1
-    assert fig.data[-1].name == "Pareto frontier"
-    assert len(fig.data[-1].x) == sum(p.pareto for p in plan.pareto)

@@ -1,101 +1,61 @@
 """Serving memory per GPU, by category: weights, kv_cache, activations, communication, runtime,
 headroom (DESIGN.md). A layout fits when the sum is at most the GPU's memory.
 
-Conventions: a serving replica is ``tp x pp x ep`` GPUs. Attention, dense MLPs, shared experts
-and the (vocab-parallel) embeddings are split ``tp`` ways and replicated over ``ep`` attention
-data-parallel groups, each of which holds only its own sequences' KV cache (vLLM's and
-SGLang's "DP attention" with expert parallelism; DeepSeek-V3 report sec. 3.4). Routed experts
-are spread over the ``tp x ep`` GPUs of a stage: ``ep`` ways by expert, each expert's FFN width
-``tp`` ways. Pipeline stages split the blocks; the heaviest stage decides the fit.
-
-Weights: linear layers in the serving dtype (with its quantisation scales); embeddings, LM head,
-norms and router stay bf16, as quantised checkpoints keep them. The multi-token-prediction
-module (DeepSeek-V3) is not loaded: it serves only speculative decoding.
+The layout, the engine's memory assumptions and what each GPU of a stage holds (weights, KV
+bytes per token, sharding conventions) are in explorer.memory.serving_layout, re-exported here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
 
-from explorer.counting import attention_params, layer_params, norm_params
-from explorer.specs import GpuSpec, KvDType, ModelSpec, ServingWorkload, WeightDType
-from explorer.units import BYTES_PER_DTYPE, GiB, MiB
+from explorer.memory.serving_layout import (
+    MemoryAssumptions,
+    ServingLayout,
+    StageShape,
+    attention_params_per_gpu,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_layer,
+    kv_fraction_per_gpu,
+    kv_heads_per_gpu,
+    paged_tokens,
+    stage_layers,
+    stage_shapes,
+    weight_bytes_per_param,
+)
+from explorer.specs import GpuSpec, ModelSpec, ServingWorkload
+
+__all__ = [
+    "ACTIVATION_BYTES",
+    "LOGIT_BYTES",
+    "MemoryAssumptions",
+    "ServingLayout",
+    "ServingMemory",
+    "StageShape",
+    "attention_params_per_gpu",
+    "communication_bytes",
+    "headroom_bytes",
+    "kv_bytes_per_sequence",
+    "kv_bytes_per_token",
+    "kv_bytes_per_token_per_layer",
+    "kv_fraction_per_gpu",
+    "kv_heads_per_gpu",
+    "logits_bytes",
+    "max_concurrency",
+    "paged_tokens",
+    "prefill_workspace_bytes",
+    "runtime_bytes",
+    "serving_memory",
+    "stage_layers",
+    "stage_shapes",
+    "weight_bytes_per_param",
+]
 
 ACTIVATION_BYTES = 2.0
 """Bytes per activation element during serving (bf16)."""
 LOGIT_BYTES = 4.0
 """Bytes per logit: vLLM's sampler works on fp32 logits over the full vocabulary."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryAssumptions:
-    """Adjustable memory assumptions of a serving engine; defaults follow vLLM V1."""
-
-    gpu_memory_utilization: float = 0.9
-    """Fraction of GPU memory the engine may use; the rest is headroom. Source: vLLM engine
-    argument ``gpu_memory_utilization`` (default 0.9, so 10% stays free)."""
-    kv_block_tokens: int = 16
-    """Tokens per paged KV block; each sequence rounds up to whole blocks. Source: vLLM
-    ``block_size`` default 16 (Kwon et al. 2023, PagedAttention, arXiv:2309.06180)."""
-    prefill_chunk_tokens: int = 8192
-    """Tokens per chunked-prefill step (the activation workspace is sized for it). Source: vLLM
-    V1 ``max_num_batched_tokens``, 8192 by default for its server on GPUs of 70 GiB or more."""
-    cuda_context_bytes: float = 0.5 * GiB
-    """CUDA context, cuBLAS and attention-kernel workspaces per GPU. Source: vLLM's profiler logs
-    0.3 to 0.5 GiB of "non_torch_memory" on one GPU."""
-    cuda_graph_bytes: float = 1.0 * GiB
-    """Captured CUDA graphs for decode batch sizes. Source: vLLM logs "Graph capturing finished
-    ... took 0.21 GiB" (Llama 3.2 1B) up to 1.4 GiB (Llama 4 Maverick)."""
-    nccl_bytes_per_group: float = 128 * MiB
-    """Communicator buffers per process group a GPU belongs to (TP, PP, EP). Source: NCCL
-    ``NCCL_BUFFSIZE`` 4 MiB per channel and peer x 16 channels (typical of 8-GPU NVLink nodes)
-    x 2 ring neighbours, as in explorer.memory.assumptions for training."""
-    int4_group_size: int = 128
-    """Weights per quantisation group for int4; each group stores one bf16 scale. Source: GPTQ
-    (arXiv:2210.17323) and AWQ (arXiv:2306.00978) checkpoints, group size 128 (AWQ's 4-bit
-    zero points, +0.4%, are left out)."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(
-                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
-            )
-        for name in ("kv_block_tokens", "prefill_chunk_tokens", "int4_group_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ServingLayout:
-    """How a model is served: replicas of one ``tp x pp x ep`` engine."""
-
-    tp: int = 1
-    """Tensor-parallel degree: heads, FFN width, vocabulary and each expert's width; 1 is off."""
-    pp: int = 1
-    """Pipeline stages (blocks split in order); 1 is off."""
-    ep: int = 1
-    """Expert-parallel degree = attention data-parallel groups in a replica; 1 is off."""
-    replicas: int = 1
-    """Independent engines, each serving its own requests."""
-
-    def __post_init__(self) -> None:
-        for name in ("tp", "pp", "ep", "replicas"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tp * self.pp * self.ep
-
-    @property
-    def world_size(self) -> int:
-        return self.replicas * self.gpus_per_replica
-
-    @property
-    def label(self) -> str:
-        return f"TP{self.tp} PP{self.pp} EP{self.ep} x{self.replicas}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,156 +75,6 @@ class ServingMemory:
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-@dataclass(frozen=True, slots=True)
-class StageShape:
-    """What one GPU of a pipeline stage holds and reads per decode step (bytes)."""
-
-    stage: int
-    layers: tuple[int, ...]
-    """Block indices on this stage."""
-    num_moe_layers: int
-    weights_bytes: float
-    """Resident weights per GPU."""
-    read_bytes: float
-    """Weights every decode step reads, routed experts and the embedding table left out."""
-    expert_bytes: float
-    """One routed expert's slice on this GPU, one layer."""
-    kv_bytes_per_token: float
-    """KV cache per token on this GPU for this stage's blocks."""
-    has_lm_head: bool
-
-
-def weight_bytes_per_param(dtype: WeightDType, assumptions: MemoryAssumptions) -> float:
-    """Bytes per linear-layer weight in ``dtype``, quantisation scales included.
-
-    Source: fp8 128x128 blocks with one fp32 scale (DeepSeek-V3 report, arXiv:2412.19437,
-    sec. 3.3.2); int8 one bf16 scale per output channel of ~8192 inputs (SmoothQuant,
-    arXiv:2211.10438); int4 one bf16 scale per group (``int4_group_size``).
-    """
-    scale_bytes = {
-        "bf16": 0.0,
-        "fp8": 4.0 / (128 * 128),
-        "int8": 2.0 / 8192,
-        "int4": 2.0 / assumptions.int4_group_size,
-    }[dtype]
-    return BYTES_PER_DTYPE[dtype] + scale_bytes
-
-
-def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: KvDType) -> float:
-    """KV cache bytes per token and block, whole model width (no parallelism).
-
-    Source: MHA/GQA/MQA 2 x kv_heads x head_dim (K and V); MLA one latent of kv_lora_rank plus
-    the shared rope key of qk_rope_head_dim (DeepSeek-V2 report, arXiv:2405.04434, Table 1).
-    """
-    if model.is_mla:
-        elements = (model.kv_lora_rank or 0) + model.qk_rope_head_dim
-    else:
-        elements = 2 * model.kv_heads * model.head_size
-    return elements * BYTES_PER_DTYPE[kv_dtype]
-
-
-def kv_bytes_per_token(model: ModelSpec, kv_dtype: KvDType) -> float:
-    """KV cache bytes per token for the whole model (all blocks, one copy)."""
-    return model.num_hidden_layers * kv_bytes_per_token_per_layer(model, kv_dtype)
-
-
-def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
-    """K/V heads one TP rank holds: kv_heads / tp, at least 1 (replicated when tp > kv_heads).
-
-    Source: vLLM ``QKVParallelLinear`` (num_kv_head_replicas = tp / kv_heads when tp > kv_heads).
-    """
-    return max(1, math.ceil(model.kv_heads / tp))
-
-
-def kv_fraction_per_gpu(model: ModelSpec, tp: int) -> float:
-    """Fraction of one block's KV cache a TP rank holds; MLA's latent is replicated (1.0)."""
-    if model.is_mla:
-        return 1.0  # one latent shared by all heads: every TP rank keeps all of it
-    return kv_heads_per_gpu(model, tp) / model.kv_heads
-
-
-def paged_tokens(tokens: int, block_tokens: int) -> int:
-    """Tokens a sequence occupies in the paged cache: rounded up to whole blocks (vLLM)."""
-    return -(-tokens // block_tokens) * block_tokens
-
-
-def stage_layers(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
-    """Block indices per pipeline stage, balanced; the first stages take the remainder."""
-    base, extra = divmod(num_layers, pp)
-    bounds = [0]
-    for stage in range(pp):
-        bounds.append(bounds[-1] + base + (stage < extra))
-    return tuple(tuple(range(bounds[s], bounds[s + 1])) for s in range(pp))
-
-
-def attention_params_per_gpu(model: ModelSpec, tp: int) -> float:
-    """Attention weights one TP rank holds: heads split; K/V heads replicated past kv_heads;
-    MLA's down-projections replicated (vLLM ``ReplicatedLinear`` for q_a and kv_a)."""
-    total = attention_params(model)
-    if model.is_mla:
-        h, q_rank = model.hidden_size, model.q_lora_rank or 0
-        down = h * q_rank + h * ((model.kv_lora_rank or 0) + model.qk_rope_head_dim)
-        return (total - down) / tp + down
-    kv_weights = 2 * model.hidden_size * model.kv_heads * model.head_size
-    return (total - kv_weights) / tp + kv_weights * kv_heads_per_gpu(model, tp) / model.kv_heads
-
-
-def _layer_bytes(
-    model: ModelSpec, index: int, tp: int, ep: int, bytes_per_param: float
-) -> tuple[float, float]:
-    """(bytes read every step, routed-expert bytes) of block ``index`` on one GPU."""
-    lp = layer_params(model, index)
-    linear = attention_params_per_gpu(model, tp) + (lp.mlp + lp.shared_experts) / tp
-    bf16 = (lp.norms + lp.router) * BYTES_PER_DTYPE["bf16"]  # norms and router stay bf16
-    experts = lp.routed_experts / (tp * ep) * bytes_per_param
-    return linear * bytes_per_param + bf16, experts
-
-
-def _vocab_bytes(model: ModelSpec, tp: int, stage: int, pp: int) -> tuple[float, float]:
-    """(embedding table, LM head + final norm) bytes on one GPU of ``stage``: bf16, split by TP."""
-    table = model.vocab_size * model.hidden_size / tp * BYTES_PER_DTYPE["bf16"]
-    first, last = stage == 0, stage == pp - 1
-    embedding = table if first and not (model.tie_word_embeddings and last) else 0.0
-    head = (table + norm_params(model, model.hidden_size) * 2.0) if last else 0.0
-    return embedding, head
-
-
-@lru_cache(maxsize=4096)
-def stage_shapes(
-    model: ModelSpec,
-    layout: ServingLayout,
-    weights_dtype: WeightDType,
-    kv_dtype: KvDType,
-    assumptions: MemoryAssumptions,
-) -> tuple[StageShape, ...]:
-    """Per-GPU weights and KV bytes of every pipeline stage of ``layout`` (cached)."""
-    bpp = weight_bytes_per_param(weights_dtype, assumptions)
-    kv_layer = kv_bytes_per_token_per_layer(model, kv_dtype) * kv_fraction_per_gpu(model, layout.tp)
-    expert = 0.0
-    if model.is_moe:
-        one_layer = layer_params(model, model.first_k_dense_replace).routed_experts
-        expert = one_layer / model.n_routed_experts / layout.tp * bpp
-    shapes = []
-    for stage, layers in enumerate(stage_layers(model.num_hidden_layers, layout.pp)):
-        per_layer = [_layer_bytes(model, i, layout.tp, layout.ep, bpp) for i in layers]
-        read = sum(r for r, _ in per_layer)
-        experts = sum(e for _, e in per_layer)
-        embedding, head = _vocab_bytes(model, layout.tp, stage, layout.pp)
-        shapes.append(
-            StageShape(
-                stage=stage,
-                layers=layers,
-                num_moe_layers=sum(model.is_moe_layer(i) for i in layers),
-                weights_bytes=read + experts + embedding + head,
-                read_bytes=read + head,
-                expert_bytes=expert,
-                kv_bytes_per_token=kv_layer * len(layers),
-                has_lm_head=stage == layout.pp - 1,
-            )
-        )
-    return tuple(shapes)
 
 
 def prefill_workspace_bytes(model: ModelSpec, tp: int, chunk_tokens: int) -> float:

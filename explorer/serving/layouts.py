@@ -1,0 +1,100 @@
+"""Serving layouts: every factorisation of N GPUs, the rules that reject one (with a reason
+in words) and the warnings for those that run at a cost."""
+
+from __future__ import annotations
+
+from explorer.memory.serving import ServingLayout
+from explorer.serving.assumptions import ServingAssumptions
+from explorer.specs import ClusterSpec, ModelSpec
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def serving_layouts(num_gpus: int) -> list[ServingLayout]:
+    """Every replicas x (tp x pp x ep) factorisation of ``num_gpus``."""
+    if num_gpus <= 0:
+        raise ValueError(f"the number of GPUs must be positive, got {num_gpus}")
+    out = []
+    for tp in _divisors(num_gpus):
+        for pp in _divisors(num_gpus // tp):
+            for ep in _divisors(num_gpus // (tp * pp)):
+                replicas = num_gpus // (tp * pp * ep)
+                out.append(ServingLayout(tp=tp, pp=pp, ep=ep, replicas=replicas))
+    return out
+
+
+def _divides_heads(model: ModelSpec, layout: ServingLayout) -> str:
+    # vLLM shards whole heads: it asserts num_attention_heads % tp == 0
+    heads = model.num_attention_heads
+    return (
+        f"TP {layout.tp} does not divide the {heads} attention heads" if heads % layout.tp else ""
+    )
+
+
+def _divides_kv_heads(model: ModelSpec, layout: ServingLayout) -> str:
+    # vLLM needs kv_heads % tp == 0 (split) or tp % kv_heads == 0 (replicated): rejected, not
+    # warned, because no engine runs an uneven split. MLA has one latent, so no rule.
+    kv, tp = model.kv_heads, layout.tp
+    if model.is_mla or kv % tp == 0 or tp % kv == 0:
+        return ""
+    return f"TP {tp} neither divides nor is a multiple of the {kv} KV heads"
+
+
+def _ep_splits_experts(model: ModelSpec, layout: ServingLayout) -> str:
+    # expert parallelism places whole routed experts; a dense model has none to place
+    ep, experts = layout.ep, model.n_routed_experts
+    if ep > 1 and not model.is_moe:
+        return f"EP {ep} needs an MoE model; {model.name} is dense"
+    return f"EP {ep} does not divide the {experts} routed experts" if experts % ep else ""
+
+
+def _pp_fits_layers(model: ModelSpec, layout: ServingLayout) -> str:
+    layers = model.num_hidden_layers
+    return f"PP {layout.pp} exceeds the {layers} blocks" if layout.pp > layers else ""
+
+
+def _tp_divides_ffn(model: ModelSpec, layout: ServingLayout) -> str:
+    # column-parallel MLP matrices are split evenly across TP ranks
+    width = model.moe_intermediate_size if model.is_moe else model.intermediate_size
+    return f"TP {layout.tp} does not divide the FFN width {width}" if width % layout.tp else ""
+
+
+_RULES = (_divides_heads, _divides_kv_heads, _ep_splits_experts, _pp_fits_layers, _tp_divides_ffn)
+
+
+def layout_problem(
+    model: ModelSpec, cluster: ClusterSpec, layout: ServingLayout, a: ServingAssumptions
+) -> str:
+    """Why ``layout`` cannot run at all ('' when it can): the first failing rule."""
+    for rule in _RULES:
+        if reason := rule(model, layout):
+            return reason
+    # TP's 2 all-reduces per block sit on every decode step: over the fabric they dominate it
+    domain = cluster.domain_size
+    if layout.tp > domain and not a.allow_tp_across_nodes:
+        return f"the TP group of {layout.tp} GPUs crosses the {domain}-GPU NVLink domain"
+    return ""
+
+
+def _crossings(cluster: ClusterSpec, layout: ServingLayout) -> tuple[bool, bool, bool]:
+    """Whether the TP, EP and PP groups leave the scale-up domain (TP innermost, then EP, PP)."""
+    domain, tp, ep = cluster.domain_size, layout.tp, layout.ep
+    return tp > domain, tp * ep > domain, tp * ep * layout.pp > domain
+
+
+def layout_warnings(
+    model: ModelSpec, cluster: ClusterSpec, layout: ServingLayout
+) -> tuple[str, ...]:
+    """Things that run but cost: replicated KV heads or latent, crossings, uneven stages."""
+    tp, ep, pp, kv = layout.tp, layout.ep, layout.pp, model.kv_heads
+    tp_crosses, ep_crosses, _ = _crossings(cluster, layout)
+    checks = (
+        (model.is_mla and tp > 1, f"MLA's latent KV cache is replicated on all {tp} TP ranks"),
+        (not model.is_mla and tp > kv, f"{kv} KV heads over TP {tp}: each stored {tp // kv}x"),
+        (tp_crosses, f"TP {tp} crosses nodes: its all-reduces run over the fabric"),
+        (ep_crosses and ep > 1, f"EP {ep} all-to-all crosses nodes over the fabric"),
+        (model.num_hidden_layers % pp > 0, f"{model.num_hidden_layers} blocks on PP {pp}: uneven"),
+    )
+    return tuple(text for hit, text in checks if hit)
