@@ -73,7 +73,7 @@ def test_bf16_mixed_is_the_zero_papers_sixteen_bytes_with_bf16_grads():
 
 @given(
     st.dictionaries(
-        st.sampled_from(sorted(VALID) + ["num_key_value_heads", "head_dim", "n_routed_experts"]),
+        st.sampled_from([*sorted(VALID), "num_key_value_heads", "head_dim", "n_routed_experts"]),
         st.one_of(st.integers(-5, 5000), st.none(), st.text(max_size=3), st.floats()),
     )
 )
