@@ -31,6 +31,7 @@ from explorer.comm import (
     stage_collectives,
     tree_all_reduce_s,
 )
+from explorer.comm.step import CpComm
 from explorer.compute import PassTimes, stage_work
 from explorer.precision import precision_policy
 from explorer.specs import ClusterSpec, GpuSpec, Layout, ModelSpec
@@ -56,9 +57,7 @@ MODEL = ModelSpec(
     intermediate_size=14336,
     vocab_size=32000,
 )
-MOE = replace(
-    MODEL, n_routed_experts=64, num_experts_per_tok=4, moe_intermediate_size=1024
-)
+MOE = replace(MODEL, n_routed_experts=64, num_experts_per_tok=4, moe_intermediate_size=1024)
 
 
 # --- alpha-beta formulas -------------------------------------------------------------------
@@ -287,7 +286,9 @@ def test_full_recompute_repeats_the_forward_tp_collectives_in_backward() -> None
 def test_tp_is_exposed_by_default_and_hidden_with_tp_overlap() -> None:
     layout = Layout(tp=8)
     exposed = sum(c.exposed_s for c in _collectives(MODEL, layout) if c.axis == "tp")
-    assert exposed == pytest.approx(sum(c.time_s for c in _collectives(MODEL, layout) if c.axis == "tp"))
+    assert exposed == pytest.approx(
+        sum(c.time_s for c in _collectives(MODEL, layout) if c.axis == "tp")
+    )
     hidden = _collectives(MODEL, layout, CommAssumptions(tp_overlap=1.0))
     assert sum(c.exposed_s for c in hidden if c.axis == "tp") < exposed
 
@@ -328,7 +329,7 @@ def test_ring_context_parallel_sends_cp_minus_one_hops_per_layer() -> None:
 
 
 @pytest.mark.parametrize("mode", ["all-gather", "all-to-all"])
-def test_other_context_parallel_variants_do_not_overlap(mode: str) -> None:
+def test_other_context_parallel_variants_do_not_overlap(mode: CpComm) -> None:
     found = _collectives(MODEL, Layout(cp=4), CommAssumptions(cp_comm=mode))
     cp = [c for c in found if c.axis == "cp"]
     assert cp and all(c.exposed_s == c.time_s for c in cp)
@@ -346,7 +347,9 @@ def test_ep_dispatches_and_combines_per_moe_layer_each_way() -> None:
 def test_dualpipe_hides_ep_all_to_all_behind_compute() -> None:
     plain = [c for c in _collectives(MOE, Layout(dp=8, ep=8, pp=2)) if c.axis == "ep"]
     dual = [
-        c for c in _collectives(MOE, Layout(dp=8, ep=8, pp=2, schedule="dualpipe")) if c.axis == "ep"
+        c
+        for c in _collectives(MOE, Layout(dp=8, ep=8, pp=2, schedule="dualpipe"))
+        if c.axis == "ep"
     ]
     assert sum(c.exposed_s for c in dual) < sum(c.exposed_s for c in plain)
 

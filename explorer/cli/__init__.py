@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import pydantic
 
-COMMANDS: tuple[str, ...] = ("params", "estimate", "schedule", "serve")
+COMMANDS: tuple[str, ...] = ("params", "estimate", "schedule", "serve", "scaling")
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
 

@@ -19,18 +19,18 @@ from explorer.cli.args import (
     model_from,
     workload_from,
 )
+from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
     TrainingAssumptions,
     TrainingMemory,
     parallel_axes_in_words,
-    training_memory,
 )
 from explorer.memory.training import StageMemory
 from explorer.units import GiB
 
 NAME = "estimate"
-HELP = "training memory per GPU of one layout, by category and pipeline stage"
+HELP = "training memory per GPU and step time of one layout, by category and pipeline stage"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,20 +95,18 @@ def memory_json(result: TrainingMemory) -> dict[str, object]:
 def run(args: argparse.Namespace) -> dict:
     model, layout, workload = model_from(args), layout_from(args), workload_from(args)
     cluster = cluster_from(args, layout.world_size)
-    result = training_memory(
-        model,
-        cluster.gpu,
-        layout,
-        workload,
-        assumptions_from(args),
-        domain_size=cluster.domain_size,
-    )
+    assumptions = EstimateAssumptions(memory=assumptions_from(args))
+    step = estimate(model, cluster, layout, workload, assumptions)
+    result = step.memory  # training_memory, as estimate computes it
+    timing = estimate_dict(step)
     return {
         "model": model.name,
         "gpu": cluster.gpu.name,
         "world_size": layout.world_size,
         **memory_json(result),
         "parallel_axes": list(parallel_axes_in_words(model, layout, workload)),
+        **{k: v for k, v in timing.items() if k != "warnings"},
+        "comm_warnings": [w for w in step.warnings if w not in result.warnings],
     }
 
 
@@ -132,4 +130,20 @@ def render(result: dict) -> str:
     lines += [f"  axis: {line}" for line in result["parallel_axes"]]
     lines += [f"  note: {line}" for line in result["assumptions"]["notes"]]
     lines += [f"  warning: {w}" for w in result["warnings"]]
+    lines += _step_lines(result)
     return "\n".join(lines)
+
+
+def _step_lines(result: dict) -> list[str]:
+    """Step time, throughput and exposed communication (SI seconds, TFLOP/s = 1e12 FLOP/s)."""
+    exposed = ", ".join(f"{k} {v:.3f} s" for k, v in result["exposed_comm_s"].items() if v)
+    return [
+        f"  step {result['step_time_s']:.3f} s, {result['tokens_per_s']:,.0f} tokens/s "
+        f"({result['tokens_per_s_per_gpu']:,.0f} per GPU), "
+        f"{result['model_flops_per_s_per_gpu'] / 1e12:.1f} model TFLOP/s per GPU, "
+        f"MFU {result['mfu']:.1%}, HFU {result['hfu']:.1%}",
+        f"  pipeline bubble {result['bubble_fraction']:.1%} of {result['pipeline_s']:.3f} s "
+        f"({result['pipeline_method']}), {result['microbatches']} micro-batches",
+        f"  exposed communication per step: {exposed or 'none'}",
+        *[f"  warning: {w}" for w in result["comm_warnings"]],
+    ]

@@ -9,6 +9,7 @@ policy's gradient width (Megatron-LM reduces fp32 main grads), parameters at its
 
 from __future__ import annotations
 
+from explorer.comm.collectives import CollectiveKind
 from explorer.comm.step import Collective, Phase, StageContext, timed
 from explorer.compute import PassTimes, StageWork
 
@@ -18,35 +19,28 @@ def _bucket_floor(params_per_gpu: float, ctx: StageContext) -> float:
     return min(1.0, ctx.assumptions.dp_bucket_params / params_per_gpu)
 
 
-def _replicated_params(work: StageWork, ctx: StageContext) -> tuple[tuple[str, float, str], ...]:
-    """(group, parameters per GPU, label) for dense and expert weights of the stage."""
-    layout = ctx.layout
-    return (
-        ("dp_cp", work.dense_params / layout.tp, "dense"),
-        ("edp", work.expert_params / (layout.ep * layout.etp), "expert"),
-    )
+def _on(
+    ctx: StageContext,
+    group: str,
+    kind: CollectiveKind,
+    what: str,
+    phase: Phase,
+    size_bytes: float,
+    hiding: tuple[float, float],
+) -> Collective:
+    """One call on a data-parallel group; ``hiding`` is (window s, unhideable share)."""
+    window, floor = hiding
+    overlap = (ctx.assumptions.dp_overlap, window, floor)
+    return timed(ctx, "dp", group, kind, what, phase, size_bytes, 1, overlap)
 
 
 def _ddp(
     group: str, params: float, label: str, passes: PassTimes, ctx: StageContext
 ) -> list[Collective]:
     """ZeRO 0: one bucketed gradient all-reduce per step behind the last backward."""
-    size = params * ctx.policy.grad_bytes
-    floor = _bucket_floor(params, ctx)
-    share = ctx.assumptions.dp_overlap
-    return [
-        timed(
-            ctx,
-            "dp",
-            group,
-            "all-reduce",
-            f"{label} gradients",
-            "step",
-            size,
-            1,
-            (share, passes.backward_s, floor),
-        ),
-    ]
+    grads, floor = params * ctx.policy.grad_bytes, _bucket_floor(params, ctx)
+    hiding = (passes.backward_s, floor)
+    return [_on(ctx, group, "all-reduce", f"{label} gradients", "step", grads, hiding)]
 
 
 def _zero12(
@@ -55,32 +49,26 @@ def _zero12(
     """ZeRO 1/2: gradient reduce-scatter (per step, or per micro-batch under ZeRO-2) and a
     parameter all-gather per step behind the next forward."""
     floor = _bucket_floor(params, ctx)
-    share = ctx.assumptions.dp_overlap
     phase: Phase = "backward" if ctx.layout.zero == 2 else "step"
-    grads = params * ctx.policy.grad_bytes
-    weights = params * ctx.policy.param_bytes
+    grads, weights = params * ctx.policy.grad_bytes, params * ctx.policy.param_bytes
     return [
-        timed(
+        _on(
             ctx,
-            "dp",
             group,
             "reduce-scatter",
             f"{label} gradients",
             phase,
             grads,
-            1,
-            (share, passes.backward_s, floor),
+            (passes.backward_s, floor),
         ),
-        timed(
+        _on(
             ctx,
-            "dp",
             group,
             "all-gather",
             f"{label} parameters",
             "step",
             weights,
-            1,
-            (share, passes.forward_s, floor),
+            (passes.forward_s, floor),
         ),
     ]
 
@@ -89,46 +77,15 @@ def _zero3(
     group: str, params: float, label: str, passes: PassTimes, work: StageWork, ctx: StageContext
 ) -> list[Collective]:
     """ZeRO 3 / FSDP: per micro-batch, gather parameters for forward and for backward and
-    reduce-scatter gradients, each prefetched a block ahead (the first block's is exposed)."""
+    reduce-scatter gradients, each prefetched a block ahead (the first block's is exposed);
+    the backward's gather and scatter share its compute."""
     floor = 1.0 / max(1, work.num_layers)
-    share = ctx.assumptions.dp_overlap
-    weights = params * ctx.policy.param_bytes
-    grads = params * ctx.policy.grad_bytes
-    half_backward = passes.backward_s / 2  # gather and reduce-scatter share the backward
+    weights, grads = params * ctx.policy.param_bytes, params * ctx.policy.grad_bytes
+    forward, half_backward = (passes.forward_s, floor), (passes.backward_s / 2, floor)
     return [
-        timed(
-            ctx,
-            "dp",
-            group,
-            "all-gather",
-            f"{label} parameters",
-            "forward",
-            weights,
-            1,
-            (share, passes.forward_s, floor),
-        ),
-        timed(
-            ctx,
-            "dp",
-            group,
-            "all-gather",
-            f"{label} parameters",
-            "backward",
-            weights,
-            1,
-            (share, half_backward, floor),
-        ),
-        timed(
-            ctx,
-            "dp",
-            group,
-            "reduce-scatter",
-            f"{label} gradients",
-            "backward",
-            grads,
-            1,
-            (share, half_backward, floor),
-        ),
+        _on(ctx, group, "all-gather", f"{label} parameters", "forward", weights, forward),
+        _on(ctx, group, "all-gather", f"{label} parameters", "backward", weights, half_backward),
+        _on(ctx, group, "reduce-scatter", f"{label} gradients", "backward", grads, half_backward),
     ]
 
 
@@ -148,3 +105,12 @@ def dp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
         else:
             out += _zero3(group, params, label, passes, work, ctx)
     return out
+
+
+def _replicated_params(work: StageWork, ctx: StageContext) -> tuple[tuple[str, float, str], ...]:
+    """(group, parameters per GPU, label) for dense and expert weights of the stage."""
+    layout = ctx.layout
+    return (
+        ("dp_cp", work.dense_params / layout.tp, "dense"),
+        ("edp", work.expert_params / (layout.ep * layout.etp), "expert"),
+    )

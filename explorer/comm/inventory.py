@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from explorer.comm.collectives import COLLECTIVE_KINDS
+from explorer.comm.context_parallel import cp_collectives
 from explorer.comm.data_parallel import dp_collectives
-from explorer.comm.step import (
-    Collective,
-    StageContext,
-    cp_collectives,
-    ep_collectives,
-    pp_collectives,
-    tp_collectives,
-)
+from explorer.comm.model_parallel import ep_collectives, pp_collectives, tp_collectives
+from explorer.comm.step import Collective, StageContext
 from explorer.compute import PassTimes, StageWork
 from explorer.specs import MESH_ORDER
 

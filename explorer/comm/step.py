@@ -1,4 +1,7 @@
-"""Every collective of one training step on one pipeline stage: volume, count, time, exposure.
+"""A step's collectives: assumptions, the timed record, and the rules shared by every axis.
+
+What each axis moves lives in ``model_parallel`` (TP, EP, PP), ``context_parallel`` (CP) and
+``data_parallel`` (DP, ZeRO); the summary below is their map.
 
 Per micro-batch (phase ``forward`` / ``backward``, added to the stage's pass times):
 - TP: 2 all-reduces of the layer output per block forward and 2 backward (Shoeybi et al. 2019,
@@ -41,7 +44,6 @@ from explorer.comm.collectives import (
     collective_s,
 )
 from explorer.comm.topology import GroupPlacement
-from explorer.compute import PassTimes, StageWork
 from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 
 Phase = Literal["forward", "backward", "step"]
@@ -173,214 +175,39 @@ def timed(
     )
 
 
-def _tokens(ctx: StageContext) -> float:
+def tokens_per_rank(ctx: StageContext) -> float:
     """Tokens of one micro-batch on one CP rank."""
     return ctx.layout.micro_batch_size * ctx.seq_len / ctx.layout.cp
 
 
-def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
-    """TP all-reduces (or all-gather + reduce-scatter under SP) of one micro-batch.
+def both_ways(
+    ctx: StageContext,
+    axis: MeshAxis,
+    kind: CollectiveKind,
+    what: tuple[str, str],
+    size_bytes: float,
+    counts: tuple[float, float],
+    windows: tuple[float, float] = (0.0, 0.0),
+    share: float = 0.0,
+) -> list[Collective]:
+    """A forward and a backward collective of one kind on ``axis``'s own group.
 
-    Bytes per call: b (s / cp) h x activation bytes (Korthikanti et al. 2022 sec. 4.2.2).
+    ``what``, ``counts`` and ``windows`` (compute seconds it may hide behind at ``share``) are
+    (forward, backward) pairs.
     """
-    if ctx.layout.tp == 1 or work.num_layers == 0:
-        return []
-    size = _tokens(ctx) * ctx.model.hidden_size * ctx.policy.activation_bytes
-    per_pass = 2 * work.num_layers
-    backward = per_pass * (2 if ctx.layout.recompute == "full" else 1)
-    share = ctx.assumptions.tp_overlap
-    kinds: tuple[CollectiveKind, ...] = ("all-reduce",)
-    if ctx.layout.sp:
-        kinds = ("all-gather", "reduce-scatter")
-    out = []
-    for kind in kinds:
-        window_f, window_b = passes.forward_s / len(kinds), passes.backward_s / len(kinds)
-        out.append(
-            timed(
-                ctx,
-                "tp",
-                "tp",
-                kind,
-                "layer activations",
-                "forward",
-                size,
-                per_pass,
-                (share, window_f, 0.0),
-            )
+    phases: tuple[Phase, Phase] = ("forward", "backward")
+    return [
+        timed(
+            ctx,
+            axis,
+            axis,
+            kind,
+            what[i],
+            phases[i],
+            size_bytes,
+            counts[i],
+            (share, windows[i], 0.0),
         )
-        out.append(
-            timed(
-                ctx,
-                "tp",
-                "tp",
-                kind,
-                "activation gradients",
-                "backward",
-                size,
-                backward,
-                (share, window_b, 0.0),
-            )
-        )
-    return out
-
-
-def _kv_width(model: ModelSpec, tp: int) -> float:
-    """Per-GPU width of K plus V per token (heads split over TP, at least one KV head)."""
-    if model.is_mla:
-        heads = model.num_attention_heads / tp
-        return heads * (model.qk_nope_head_dim + model.qk_rope_head_dim + model.v_head_dim)
-    return 2 * max(1.0, model.kv_heads / tp) * model.head_size
-
-
-def cp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
-    """Context-parallel K/V exchange of one micro-batch (ring p2p, all-gather or all-to-all).
-
-    Source: module docstring (Ring Attention, Llama 3, Ulysses).
-    """
-    cp, layers = ctx.layout.cp, work.num_layers
-    if cp == 1 or layers == 0:
-        return []
-    kv = _tokens(ctx) * _kv_width(ctx.model, ctx.layout.tp) * ctx.policy.activation_bytes
-    rerun = 1 if ctx.layout.recompute == "full" else 0
-    mode = ctx.assumptions.cp_comm
-    if mode == "all-gather":  # gather K, V before attention; reduce-scatter their gradients
-        return [
-            timed(ctx, "cp", "cp", "all-gather", "K and V", "forward", kv * cp, layers),
-            timed(
-                ctx,
-                "cp",
-                "cp",
-                "all-gather",
-                "K and V (recompute)",
-                "backward",
-                kv * cp,
-                layers * rerun,
-            ),
-            timed(
-                ctx, "cp", "cp", "reduce-scatter", "K and V gradients", "backward", kv * cp, layers
-            ),
-        ]
-    if mode == "all-to-all":
-        q = _tokens(ctx) * ctx.model.num_attention_heads * ctx.model.head_size / ctx.layout.tp
-        size = kv + 2 * q * ctx.policy.activation_bytes  # q, k, v in; output back
-        return [
-            timed(ctx, "cp", "cp", "all-to-all", "q, k, v and output", "forward", size, layers),
-            timed(
-                ctx,
-                "cp",
-                "cp",
-                "all-to-all",
-                "their gradients",
-                "backward",
-                size,
-                layers * (1 + rerun),
-            ),
-        ]
-    share = ctx.assumptions.cp_overlap
-    hops = (cp - 1) * layers
-    attention_b = 2 * passes.attention_forward_s + rerun * passes.attention_forward_s
-    return [
-        timed(
-            ctx,
-            "cp",
-            "cp",
-            "point-to-point",
-            "K and V",
-            "forward",
-            kv,
-            hops,
-            (share, passes.attention_forward_s, 0.0),
-        ),
-        timed(
-            ctx,
-            "cp",
-            "cp",
-            "point-to-point",
-            "K, V and their gradients",
-            "backward",
-            kv,
-            hops * (2 + rerun),
-            (share, attention_b, 0.0),
-        ),
-    ]
-
-
-def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
-    """EP all-to-all dispatch and combine of one micro-batch, forward and backward.
-
-    Bytes per call: b s / (cp tp) local tokens x top-k x h x activation bytes x imbalance
-    (tokens are sequence-parallel over TP before dispatch; Megatron-Core's dispatcher).
-    """
-    if ctx.layout.ep == 1 or work.num_moe_layers == 0:
-        return []
-    local = _tokens(ctx) / ctx.layout.tp * ctx.model.num_experts_per_tok * ctx.moe_imbalance
-    size = local * ctx.model.hidden_size * ctx.policy.activation_bytes
-    per_pass = 2 * work.num_moe_layers  # dispatch + combine
-    backward = per_pass * (2 if ctx.layout.recompute == "full" else 1)
-    share = ctx.assumptions.ep_overlap
-    if ctx.layout.schedule == "dualpipe":
-        share = max(share, ctx.assumptions.dualpipe_ep_overlap)
-    return [
-        timed(
-            ctx,
-            "ep",
-            "ep",
-            "all-to-all",
-            "token dispatch and combine",
-            "forward",
-            size,
-            per_pass,
-            (share, passes.forward_s, 0.0),
-        ),
-        timed(
-            ctx,
-            "ep",
-            "ep",
-            "all-to-all",
-            "their gradients",
-            "backward",
-            size,
-            backward,
-            (share, passes.backward_s, 0.0),
-        ),
-    ]
-
-
-def pp_collectives(passes: PassTimes, ctx: StageContext) -> list[Collective]:
-    """Pipeline sends of one micro-batch: an activation forward and a gradient backward.
-
-    Bytes: b (s / cp) h x activation bytes, / tp under sequence parallelism (Megatron-LM
-    scatter-gather of pipeline tensors). One exchange per chunk per pass: the send and the
-    receive of send_forward_recv_backward run at once (full duplex).
-    """
-    layout = ctx.layout
-    if layout.pp == 1:
-        return []
-    size = _tokens(ctx) * ctx.model.hidden_size * ctx.policy.activation_bytes
-    size /= layout.tp if layout.sp else 1
-    count = layout.virtual_stages
-    share = ctx.assumptions.pp_overlap
-    return [
-        timed(
-            ctx,
-            "pp",
-            "pp",
-            "point-to-point",
-            "activations",
-            "forward",
-            size,
-            count,
-            (share, passes.forward_s, 0.0),
-        ),
-        timed(
-            ctx,
-            "pp",
-            "pp",
-            "point-to-point",
-            "activation gradients",
-            "backward",
-            size,
-            count,
-            (share, passes.backward_s, 0.0),
-        ),
+        for i in (0, 1)
+        if counts[i]
     ]

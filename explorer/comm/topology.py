@@ -27,6 +27,7 @@ GPUs is described by a lower per-GPU figure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -134,16 +135,18 @@ def _span(sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int) -
     return max(1, group_size // most), most
 
 
+@lru_cache(maxsize=16384)
 def _placement(
     group: GroupName,
     order: tuple[str, ...],
-    sizes: dict[str, int],
+    sizes: tuple[tuple[str, int], ...],
     axes: tuple[str, ...],
     cluster: ClusterSpec,
 ) -> GroupPlacement:
-    ordered = tuple(sizes[a] for a in order)
+    size_of = dict(sizes)
+    ordered = tuple(size_of[a] for a in order)
     members = tuple(a in axes for a in order)
-    size = int(np.prod([sizes[a] for a in axes]))
+    size = math.prod(size_of[a] for a in axes)
     per_domain, domains = _span(ordered, members, cluster.domain_size)
     return GroupPlacement(
         group=group,
@@ -164,9 +167,10 @@ def place_group(group: GroupName, cluster: ClusterSpec, layout: Layout) -> Group
     """
     if group in _EXPERT_GROUPS:
         order = expert_order(layout.mesh_order)
-        return _placement(group, order, expert_sizes(layout), _EXPERT_GROUPS[group], cluster)
+        sizes = tuple(expert_sizes(layout).items())
+        return _placement(group, order, sizes, _EXPERT_GROUPS[group], cluster)
     axes = _DENSE_AXES.get(group, (group,))
-    return _placement(group, layout.mesh_order, dense_sizes(layout), axes, cluster)
+    return _placement(group, layout.mesh_order, tuple(dense_sizes(layout).items()), axes, cluster)
 
 
 def place_groups(cluster: ClusterSpec, layout: Layout) -> dict[str, GroupPlacement]:

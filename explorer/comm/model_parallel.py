@@ -1,0 +1,76 @@
+"""Tensor-, expert- and pipeline-parallel collectives of one micro-batch on one stage.
+
+Sources per function; the overview is in ``explorer.comm.step``.
+"""
+
+from __future__ import annotations
+
+from explorer.comm.collectives import CollectiveKind
+from explorer.comm.step import Collective, StageContext, both_ways, tokens_per_rank
+from explorer.compute import PassTimes, StageWork
+
+
+def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
+    """TP all-reduces (all-gather + reduce-scatter under SP) of one micro-batch, per rank.
+
+    Ledger: 2 per block forward (attention and MLP outputs), 2 backward, 2 more backward with
+    full recompute; bytes b (s / cp) h x activation bytes. Source: Shoeybi et al. 2019
+    (arXiv:1909.08053) sec. 3 (f and g operators); Korthikanti et al. 2022 (arXiv:2205.05198)
+    sec. 4.2.2 (SP: the same bytes as a gather plus a scatter).
+    """
+    if ctx.layout.tp == 1 or work.num_layers == 0:
+        return []
+    size = tokens_per_rank(ctx) * ctx.model.hidden_size * ctx.policy.activation_bytes
+    per_pass = 2 * work.num_layers
+    counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))
+    kinds: tuple[CollectiveKind, ...] = ("all-gather", "reduce-scatter")
+    if not ctx.layout.sp:
+        kinds = ("all-reduce",)
+    windows = (passes.forward_s / len(kinds), passes.backward_s / len(kinds))
+    what = ("layer activations", "activation gradients")
+    share = ctx.assumptions.tp_overlap
+    return [
+        c for kind in kinds for c in both_ways(ctx, "tp", kind, what, size, counts, windows, share)
+    ]
+
+
+def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
+    """EP all-to-all dispatch and combine of one micro-batch, forward and backward, per rank.
+
+    Ledger: 2 per MoE block each way (2 more backward with full recompute); bytes b s / (cp tp)
+    local tokens (sequence-parallel before dispatch) x top-k x h x activation bytes x the
+    busiest rank's imbalance. Source: Megatron-Core MoEAlltoAllTokenDispatcher; DeepSeek-V3
+    report (arXiv:2412.19437) sec. 3.2.1 for DualPipe's overlap.
+    """
+    if ctx.layout.ep == 1 or work.num_moe_layers == 0:
+        return []
+    local = tokens_per_rank(ctx) / ctx.layout.tp * ctx.model.num_experts_per_tok
+    size = local * ctx.moe_imbalance * ctx.model.hidden_size * ctx.policy.activation_bytes
+    per_pass = 2 * work.num_moe_layers
+    counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))
+    share = ctx.assumptions.ep_overlap
+    if ctx.layout.schedule == "dualpipe":
+        share = max(share, ctx.assumptions.dualpipe_ep_overlap)
+    what = ("token dispatch and combine", "their gradients")
+    windows = (passes.forward_s, passes.backward_s)
+    return both_ways(ctx, "ep", "all-to-all", what, size, counts, windows, share)
+
+
+def pp_collectives(passes: PassTimes, ctx: StageContext) -> list[Collective]:
+    """Pipeline sends of one micro-batch: an activation forward and a gradient backward.
+
+    Ledger: one exchange per chunk per pass (send and receive of send_forward_recv_backward
+    run at once, full duplex); bytes b (s / cp) h x activation bytes, / tp under sequence
+    parallelism. Source: Megatron-LM p2p_communication (scatter-gather of pipeline tensors).
+    """
+    layout = ctx.layout
+    if layout.pp == 1:
+        return []
+    size = tokens_per_rank(ctx) * ctx.model.hidden_size * ctx.policy.activation_bytes
+    size /= layout.tp if layout.sp else 1
+    counts = (layout.virtual_stages, layout.virtual_stages)
+    windows = (passes.forward_s, passes.backward_s)
+    what = ("activations", "activation gradients")
+    return both_ways(
+        ctx, "pp", "point-to-point", what, size, counts, windows, ctx.assumptions.pp_overlap
+    )

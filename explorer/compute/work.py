@@ -1,0 +1,132 @@
+"""What a pipeline stage computes per token and holds, before any parallel split.
+
+Source: per-block FLOPs of explorer.flops and parameters of explorer.counting; the embedding
+sits on the first stage, the final norm, LM head and multi-token-prediction modules on the
+last (explorer.partition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from explorer.counting import layer_params, mtp_module_params
+from explorer.flops import block_forward_flops, mlp_weights
+from explorer.specs import ModelSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageWork:
+    """What one pipeline stage (or model chunk) computes per token and holds, whole model
+    width (before TP, CP and EP splits)."""
+
+    num_layers: int
+    """Transformer blocks."""
+    num_moe_layers: int
+    """Blocks with an MoE MLP."""
+    linear_flops: float
+    """Forward FLOPs per token of dense matrix multiplies in the blocks (attention
+    projections, dense MLPs, shared experts, routers)."""
+    expert_flops: float
+    """Forward FLOPs per token of the routed experts (top-k)."""
+    attention_core_flops: float
+    """Forward FLOPs per token of Q K^T and P V."""
+    head_flops: float
+    """Forward FLOPs per token of the LM head and multi-token-prediction modules."""
+    dense_params: float
+    """Parameters every data-parallel rank of the stage replicates (all but routed experts)."""
+    expert_params: float
+    """Routed-expert parameters."""
+
+    @property
+    def block_flops(self) -> float:
+        """Forward FLOPs per token of the blocks (what full recompute repeats)."""
+        return self.linear_flops + self.expert_flops + self.attention_core_flops
+
+    @property
+    def forward_flops(self) -> float:
+        """Forward FLOPs per token of the whole stage."""
+        return self.block_flops + self.head_flops
+
+    def __add__(self, other: StageWork) -> StageWork:
+        return StageWork(
+            **{name: getattr(self, name) + getattr(other, name) for name in _WORK_FIELDS}
+        )
+
+
+_WORK_FIELDS = (
+    "num_layers",
+    "num_moe_layers",
+    "linear_flops",
+    "expert_flops",
+    "attention_core_flops",
+    "head_flops",
+    "dense_params",
+    "expert_params",
+)
+
+
+@lru_cache(maxsize=65536)
+def _block_work(model: ModelSpec, index: int, seq_len: int, causal: bool) -> StageWork:
+    """One block's work, cached per (model, block kind, sequence)."""
+    flops = block_forward_flops(model, index, seq_len, causal)
+    routed = 0.0
+    if model.is_moe_layer(index):
+        routed = 2.0 * model.num_experts_per_tok * mlp_weights(model, model.moe_intermediate_size)
+    params = layer_params(model, index)
+    return StageWork(
+        num_layers=1,
+        num_moe_layers=int(model.is_moe_layer(index)),
+        linear_flops=flops.attention_projections + flops.mlp - routed + flops.router,
+        expert_flops=routed,
+        attention_core_flops=flops.attention_core,
+        head_flops=0.0,
+        dense_params=params.dense,
+        expert_params=params.routed_experts,
+    )
+
+
+def _ends_work(model: ModelSpec, seq_len: int, causal: bool, first: bool, last: bool) -> StageWork:
+    """Embedding (first stage) and LM head, final norm and MTP modules (last stage)."""
+    h, vocab = model.hidden_size, model.vocab_size
+    params = float(
+        vocab * h + model.max_position_embeddings * h * model.learned_position_embeddings
+    )
+    params = params if first else 0.0
+    head = 0.0
+    if last:
+        tied_here = model.tie_word_embeddings and first  # one matrix serves both ends
+        params += (0 if tied_here else vocab * h) + h  # LM head (a copy when tied), final norm
+        params += model.num_nextn_predict_layers * mtp_module_params(model)
+        mtp_block = block_forward_flops(model, model.num_hidden_layers, seq_len, causal).total
+        head = 2.0 * h * vocab
+        head += model.num_nextn_predict_layers * (mtp_block + 4.0 * h * h + 2.0 * h * vocab)
+    return StageWork(
+        num_layers=0,
+        num_moe_layers=0,
+        linear_flops=0.0,
+        expert_flops=0.0,
+        attention_core_flops=0.0,
+        head_flops=head,
+        dense_params=params,
+        expert_params=0.0,
+    )
+
+
+@lru_cache(maxsize=8192)
+def stage_work(
+    model: ModelSpec,
+    layers: tuple[int, ...],
+    seq_len: int,
+    first: bool,
+    last: bool,
+    causal: bool = True,
+) -> StageWork:
+    """Work of a stage holding blocks ``layers`` (plus embedding / head), per token.
+
+    Source: per-block FLOPs of explorer.flops and parameters of explorer.counting.
+    """
+    total = _ends_work(model, seq_len, causal, first, last)
+    for index in layers:
+        total = total + _block_work(model, index, seq_len, causal)
+    return total

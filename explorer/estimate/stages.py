@@ -1,0 +1,214 @@
+"""Per-stage times of one layout: compute, exposed communication, optimizer step.
+
+A *part* is what one entry of the schedule's StageTimes describes: a pipeline rank (all its
+interleaved chunks together), or under DualPipe one of the P model stages (rank r runs stages
+r and P-1-r). Per-micro-batch exposed communication (TP, CP, EP, PP, ZeRO-2/3) is added to the
+pass it belongs to; per-step communication (DP gradients, ZeRO-1/2 parameter gathers) and the
+optimizer step come after the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from explorer.comm import (
+    DEFAULT_COMM_ASSUMPTIONS,
+    Collective,
+    CommAssumptions,
+    StageContext,
+    exposed_in_phase,
+    place_groups,
+    stage_collectives,
+)
+from explorer.compute import (
+    DEFAULT_COMPUTE_ASSUMPTIONS,
+    ComputeAssumptions,
+    ComputeContext,
+    PassTimes,
+    StageWork,
+    optimizer_step_s,
+    pass_times,
+    stage_work,
+)
+from explorer.estimate.pipeline import PipelineModel
+from explorer.memory import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
+from explorer.partition import chunk_sizes, pipeline_plan
+from explorer.precision import precision_policy
+from explorer.schedules import StageTimes
+from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EstimateAssumptions:
+    """Every adjustable assumption behind a step-time estimate, by model."""
+
+    memory: TrainingAssumptions = DEFAULT_TRAINING_ASSUMPTIONS
+    """Memory model (its ``moe_imbalance`` also scales expert compute and all-to-all bytes)."""
+    compute: ComputeAssumptions = DEFAULT_COMPUTE_ASSUMPTIONS
+    """Kernel efficiency, HBM efficiency, attention FLOP convention."""
+    comm: CommAssumptions = DEFAULT_COMM_ASSUMPTIONS
+    """Link efficiency and overlap of each collective."""
+    pipeline_model: PipelineModel = "closed-form"
+    """How the pipeline is timed (explorer.estimate.pipeline): closed forms where they apply,
+    or always the simulator (slower, exact for unequal stages)."""
+
+
+DEFAULT_ESTIMATE_ASSUMPTIONS = EstimateAssumptions()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageTime:
+    """One part's compute and communication per micro-batch, and its per-step tail."""
+
+    stage: int
+    """Part index: pipeline rank, or model stage under DualPipe."""
+    layers: tuple[int, ...]
+    """Transformer blocks of the part."""
+    compute: PassTimes
+    """Compute seconds per micro-batch by pass."""
+    collectives: tuple[Collective, ...]
+    """Every collective of the part, with time and exposure."""
+    optimizer_s: float
+    """Optimizer step on one GPU of the part, s."""
+    exposed_s: tuple[float, float, float] = field(init=False, repr=False, compare=False)
+    """Exposed communication in the forward, backward and step phases, s (derived)."""
+
+    def __post_init__(self) -> None:
+        phases = ("forward", "backward", "step")
+        sums = tuple(exposed_in_phase(self.collectives, phase) for phase in phases)
+        object.__setattr__(self, "exposed_s", sums)
+
+    @property
+    def forward_s(self) -> float:
+        """Forward of one micro-batch with its exposed communication, s."""
+        return self.compute.forward_s + self.exposed_s[0]
+
+    @property
+    def backward_s(self) -> float:
+        """Input-gradient backward and recompute with exposed communication, s."""
+        return self.compute.backward_input_s + self.compute.recompute_s + self.exposed_s[1]
+
+    @property
+    def weight_s(self) -> float:
+        """Weight-gradient pass, s."""
+        return self.compute.weight_s
+
+    @property
+    def cycle_s(self) -> float:
+        """F + B + W of one micro-batch, s."""
+        return self.forward_s + self.backward_s + self.weight_s
+
+    @property
+    def step_comm_s(self) -> float:
+        """Exposed per-step communication (DP gradients, ZeRO parameter gathers), s."""
+        return self.exposed_s[2]
+
+
+def parts(model: ModelSpec, layout: Layout) -> tuple[tuple[tuple[int, ...], bool, bool], ...]:
+    """(blocks, holds the embedding, holds the head) of each part, in schedule order."""
+    if layout.schedule == "dualpipe" and layout.pp > 1:
+        sizes = chunk_sizes(model.num_hidden_layers, layout.pp, 1, layout.stage_layers)
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        last = len(sizes) - 1
+        return tuple(
+            (tuple(range(s, s + n)), i == 0, i == last)
+            for i, (s, n) in enumerate(zip(starts, sizes, strict=True))
+        )
+    return tuple((p.layers, p.has_embedding, p.has_head) for p in pipeline_plan(model, layout))
+
+
+def stage_context(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    assumptions: EstimateAssumptions,
+) -> StageContext:
+    """What every part's collectives share: model, layout, precision, placements."""
+    return StageContext(
+        model=model,
+        layout=layout,
+        policy=precision_policy(workload.precision, workload.grad_dtype),
+        seq_len=workload.seq_len,
+        groups=place_groups(cluster, layout),
+        assumptions=assumptions.comm,
+        moe_imbalance=assumptions.memory.moe_imbalance if model.is_moe else 1.0,
+    )
+
+
+def _time_work(
+    work: StageWork,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    assumptions: EstimateAssumptions,
+    ctx: StageContext,
+) -> tuple[PassTimes, tuple[Collective, ...], float]:
+    """Pass times, collectives and optimizer step of one part's work."""
+    compute = ComputeContext(
+        model=model,
+        gpu=cluster.gpu,
+        layout=layout,
+        workload=workload,
+        assumptions=assumptions.compute,
+        moe_imbalance=ctx.moe_imbalance,
+        flash_attention=assumptions.memory.flash_attention,
+        dropout=assumptions.memory.dropout,
+    )
+    passes = pass_times(work, compute)
+    return passes, stage_collectives(work, passes, ctx), optimizer_step_s(work, compute)
+
+
+def stage_times(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    assumptions: EstimateAssumptions,
+    ctx: StageContext,
+) -> tuple[StageTime, ...]:
+    """Compute, collectives and optimizer step of every part of ``layout``.
+
+    Source: explorer.compute (pass times, optimizer) and explorer.comm (collectives).
+    """
+    causal = assumptions.compute.causal_attention_flops
+    memo: dict[StageWork, tuple[PassTimes, tuple[Collective, ...], float]] = {}
+    out = []
+    for index, (layers, first, last) in enumerate(parts(model, layout)):
+        work = stage_work(model, layers, workload.seq_len, first, last, causal)
+        if work not in memo:  # stages of equal work (most of them) are timed once
+            memo[work] = _time_work(work, model, cluster, layout, workload, assumptions, ctx)
+        passes, collectives, optimizer = memo[work]
+        out.append(
+            StageTime(
+                stage=index,
+                layers=layers,
+                compute=passes,
+                collectives=collectives,
+                optimizer_s=optimizer,
+            )
+        )
+    return tuple(out)
+
+
+def schedule_times(stages: tuple[StageTime, ...]) -> StageTimes:
+    """The schedule simulator's input: F, B (input gradient) and W per part, s; p2p folded in."""
+    return StageTimes(
+        forward_s=tuple(s.forward_s for s in stages),
+        backward_s=tuple(s.backward_s for s in stages),
+        weight_s=tuple(s.weight_s for s in stages),
+        p2p_s=0.0,
+    )
+
+
+def step_tails_s(stages: tuple[StageTime, ...], layout: Layout) -> tuple[float, ...]:
+    """Per pipeline rank: exposed per-step communication plus optimizer step, s.
+
+    Under DualPipe rank r holds model stages r and P-1-r, so both parts' tails add up.
+    """
+    tails = [s.step_comm_s + s.optimizer_s for s in stages]
+    if layout.schedule != "dualpipe" or layout.pp == 1:
+        return tuple(tails)
+    p = len(tails)
+    return tuple(tails[r] + tails[p - 1 - r] for r in range(p))
