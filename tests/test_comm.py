@@ -389,3 +389,14 @@ def test_more_overlap_never_exposes_more_time(
 
 def test_default_link_efficiency_is_eighty_percent() -> None:
     assert (DEFAULT_LINK_EFFICIENCY.scale_up, DEFAULT_LINK_EFFICIENCY.scale_out) == (0.8, 0.8)
+
+
+def test_intra_domain_all_reduce_takes_the_tree_for_small_messages_and_the_ring_for_large() -> None:
+    group = replace(_group(8, 8, 1), fast_latency_s=3e-6)
+    small, large = 1e6, 1e9  # a decode-time TP all-reduce; a gradient bucket
+    ring_small = 14 * 3e-6 + 2 * 7 / 8 * small / 400e9
+    tree_small = 2 * 3 * 3e-6 + 2 * small / 400e9
+    assert all_reduce_s(small, group, PERFECT) == pytest.approx(tree_small, rel=REL)
+    assert tree_small < ring_small
+    ring_large = 14 * 3e-6 + 2 * 7 / 8 * large / 400e9
+    assert all_reduce_s(large, group, PERFECT) == pytest.approx(ring_large, rel=REL)

@@ -123,7 +123,9 @@ def _fabric(group: GroupPlacement, eff: LinkEfficiency) -> tuple[float, float]:
 
 
 def all_reduce_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> float:
-    """All-reduce over ``group``, s: a ring inside a domain; across domains hierarchical.
+    """All-reduce over ``group``, s: inside a domain the faster of ring and tree (NCCL's
+    tuner picks tree or NVLS for small messages, e.g. decode-time TP all-reduces, where the
+    ring's 2(n-1) latency terms dominate); across domains hierarchical.
 
     Across D domains with r ranks each: reduce-scatter over r (fast links), all-reduce of the
     S/r shard among D peers on the fabric (the faster of ring and tree, as NCCL picks),
@@ -133,7 +135,10 @@ def all_reduce_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) 
         return 0.0
     fast_bw, fast_lat = _fast(group, eff)
     if not group.crosses_domains:
-        return ring_all_reduce_s(size_bytes, group.size, fast_bw, fast_lat)
+        return min(
+            ring_all_reduce_s(size_bytes, group.size, fast_bw, fast_lat),
+            tree_all_reduce_s(size_bytes, group.size, fast_bw, fast_lat),
+        )
     r, d = group.ranks_per_domain, group.num_domains
     fabric_bw, fabric_lat = _fabric(group, eff)
     shard = size_bytes / r
