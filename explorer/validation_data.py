@@ -26,7 +26,12 @@ from typing import Any, Final
 
 import pandas as pd
 
-from explorer.memory import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions, training_memory
+from explorer.memory import (
+    DEFAULT_TRAINING_ASSUMPTIONS,
+    StageMemory,
+    TrainingAssumptions,
+    training_memory,
+)
 from explorer.presets import load_gpu
 from explorer.specs import Layout, ModelSpec, TrainingWorkload
 
@@ -162,12 +167,14 @@ def measured_at_peak(m: Measurement) -> dict[str, float]:
 def comparison_assumptions(m: Measurement) -> TrainingAssumptions:
     """Estimator assumptions that follow what was measured.
 
-    Balanced routing (the measured MoE splits tokens evenly: imbalance 1); no DDP gradient
-    bucket (FSDP2 or a single rank); no NCCL buffers, CUDA context, workspaces or reserve
-    (invisible to the trackers).
+    Plain PyTorch (``framework="pytorch"``: FSDP2, DTensor TP/SP with loss_parallel, eager
+    SwiGLU, foreach AdamW, gradients set to None); balanced routing (the measured MoE splits
+    tokens evenly: imbalance 1); no DDP gradient bucket (FSDP2 or a single rank); no NCCL
+    buffers, CUDA context, workspaces or reserve (invisible to the trackers).
     """
     return replace(
         DEFAULT_TRAINING_ASSUMPTIONS,
+        framework="pytorch",
         moe_imbalance=1.0,
         grad_bucket_bytes=0.0,
         nccl_buffer_bytes=0.0,
@@ -177,13 +184,25 @@ def comparison_assumptions(m: Measurement) -> TrainingAssumptions:
     )
 
 
-def estimated(m: Measurement) -> dict[str, float]:
-    """The estimator's bytes per GPU for the measured configuration, by compared category."""
+def _peak_stage(m: Measurement) -> StageMemory:
     memory = training_memory(
         m.model, load_gpu(GPU_ID), m.layout, m.workload, comparison_assumptions(m)
     )
-    breakdown = memory.stages[memory.peak_stage].breakdown.as_dict()
+    return memory.stages[memory.peak_stage]
+
+
+def estimated(m: Measurement) -> dict[str, float]:
+    """The estimator's bytes per GPU for the measured configuration, by compared category."""
+    breakdown = _peak_stage(m).breakdown.as_dict()
     return {name: float(breakdown.get(name, 0.0)) for name in COMPARED}
+
+
+def estimated_model_states(m: Measurement) -> float:
+    """The estimator's model states after the backward (every gradient), bytes.
+
+    Its optimizer-step phase before the step's temporaries: the peak phase may hold no gradient.
+    """
+    return _peak_stage(m).phase("optimizer_step").breakdown.model_states_bytes
 
 
 def relative_error(estimate: float, measured: float) -> float:
@@ -230,7 +249,7 @@ def compare(m: Measurement) -> Comparison:
         id=m.id,
         estimated=MappingProxyType(est),
         measured=MappingProxyType(at_peak),
-        estimated_model_states_bytes=sum(est[c] for c in MODEL_STATES),
+        estimated_model_states_bytes=estimated_model_states(m),
         measured_model_states_bytes=sum(measured_model_states(m).values()),
         estimated_peak_bytes=sum(est.values()),
         measured_peak_bytes=float(m.peak_bytes),

@@ -12,12 +12,15 @@ from explorer.memory.activations import (
     ActivationShape,
     block_activation_bytes,
     block_tensors,
-    head_tensors,
     mla_tensors,
     moe_tensors,
-    recompute_working_bytes,
 )
-from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS, GPT_STYLE
+from explorer.memory.assumptions import (
+    DEFAULT_TRAINING_ASSUMPTIONS,
+    GPT_STYLE,
+    PYTORCH_ASSUMPTIONS,
+)
+from explorer.memory.stage_activations import head_tensors, recompute_working_bytes
 from explorer.partition import pipeline_plan
 from explorer.specs import Layout, ModelSpec
 
@@ -248,6 +251,54 @@ def test_context_parallel_splits_every_tensor() -> None:
     for model, kind in ((LLAMA3_8B, "dense"), (DEEPSEEK_V3, "moe"), (SMALL_MOE, "moe")):
         whole = block_activation_bytes(model, kind, one, a, "none")
         assert block_activation_bytes(model, kind, two, a, "none") == pytest.approx(whole / 2)
+
+
+PYTORCH = PYTORCH_ASSUMPTIONS
+MEGATRON = DEFAULT_TRAINING_ASSUMPTIONS
+
+
+@pytest.mark.parametrize(
+    ("assumptions", "h_per_token"),
+    [
+        pytest.param(MEGATRON, 17, id="megatron-fused-swiglu-17h"),
+        pytest.param(PYTORCH, 20.5, id="measured-llama8b-eager-swiglu-20.5h"),
+    ],
+)
+def test_eager_swiglu_saves_silu_of_the_gate_as_well(assumptions, h_per_token) -> None:
+    # measured: validation/results.json llama8b-bf16-pure-s4096-b1 (one layer more: 20.5 h)
+    shape = ActivationShape(seq_len=4096, micro_batch_size=1)
+    per_token = h_per_token * 4096 * 2 + 4 * 32  # bf16 elements + fp32 log-sum-exp per head
+    layer = block_activation_bytes(LLAMA3_8B, "dense", shape, assumptions, "none")
+    assert layer == pytest.approx(4096 * per_token, rel=EXACT)
+
+
+@pytest.mark.parametrize(
+    ("assumptions", "h_per_token"),
+    [
+        pytest.param(MEGATRON, 17, id="korthikanti2022-sp-saves-shards-17h-over-t"),
+        pytest.param(PYTORCH, 26.5, id="measured-llama8b-tp4-sp-saves-gathered-26.5h-over-t"),
+    ],
+)
+def test_pytorch_sequence_parallel_saves_the_gathered_projection_inputs(
+    assumptions, h_per_token
+) -> None:
+    # measured: validation/results.json llama8b-tp4-bf16-pure-s4096-b1 (20.5 + 2 x 3 = 26.5)
+    shape = ActivationShape(seq_len=4096, micro_batch_size=1, tp=4, sp=True)
+    per_token = h_per_token * 4096 / 4 * 2 + 4 * 32 / 4
+    layer = block_activation_bytes(LLAMA3_8B, "dense", shape, assumptions, "none")
+    assert layer == pytest.approx(4096 * per_token, rel=EXACT)
+    head = {t.name: t.elements for t in head_tensors(LLAMA3_8B, shape, assumptions)}
+    gathered = assumptions is PYTORCH
+    assert head["LM head input"] == 4096 * 4096 / (1 if gathered else 4)
+    assert head["final norm input"] == 4096 * 4096 / 4
+
+
+def test_unfused_swiglu_adds_one_ffn_tensor_to_routed_and_shared_experts() -> None:
+    shape = ActivationShape(seq_len=4096, micro_batch_size=1)
+    fused = dataclasses.replace(MEGATRON, moe_imbalance=1.0)
+    eager = dataclasses.replace(fused, fused_swiglu=False)
+    totals = [sum(t.bytes for t in moe_tensors(SMALL_MOE, shape, a)) for a in (fused, eager)]
+    assert totals[1] - totals[0] == pytest.approx((8192 + 4096) * 512 * 2, rel=EXACT)
 
 
 @given(

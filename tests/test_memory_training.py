@@ -14,8 +14,12 @@ from explorer.memory import (
     CATEGORIES,
     DEFAULT_TRAINING_ASSUMPTIONS,
     GPT_STYLE,
+    PHASES,
+    PYTORCH_ASSUMPTIONS,
     MemoryBreakdown,
+    TrainingAssumptions,
     axis_roles,
+    framework_behaviour,
     parallel_axes_in_words,
     training_memory,
 )
@@ -23,6 +27,7 @@ from explorer.memory.states import model_state_bytes
 from explorer.precision import precision_policy
 from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.units import GB
+from explorer.validation_data import comparison_assumptions, load_results
 
 PAPER_ROUNDING = 5e-3  # the ZeRO paper prints three significant figures
 EXACT = 1e-9
@@ -198,7 +203,7 @@ def test_zero3_gathers_layers_and_other_stages_use_a_bucket() -> None:
 
 def test_last_stage_keeps_bf16_logits_next_to_their_fp32_copy() -> None:
     last = dict(memory(pp=2, tp=8, dp=1).stages[-1].temporary_parts)
-    assert last["logits before fp32 upcast"] == 4096 * 128256 / 8 * 2
+    assert last["cross-entropy temporaries"] == 4096 * 128256 / 8 * 2
 
 
 def test_nccl_buffers_are_counted_per_communicator() -> None:
@@ -280,6 +285,135 @@ def test_axes_in_words_name_what_each_axis_splits() -> None:
     assert roles["CP"].degree == 2 and roles["CP"].replicates == "the weights"
 
 
+LLAMA_8B = dataclasses.replace(
+    LLAMA_70B,
+    name="llama-3.1-8b-by-hand",
+    num_hidden_layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    intermediate_size=14336,
+)
+MEGATRON = DEFAULT_TRAINING_ASSUMPTIONS
+PYTORCH = PYTORCH_ASSUMPTIONS
+ONE_MICROBATCH = TrainingWorkload(seq_len=4096, global_batch_size=1, precision="bf16-pure")
+LOGITS = 4096 * 128256  # one micro-batch of Llama 3 logits at TP 1
+
+
+def stage0(layout: Layout, workload=ONE_MICROBATCH, assumptions=PYTORCH, model=LLAMA_8B):
+    return training_memory(model, BIG_GPU, layout, workload, assumptions).stages[0]
+
+
+@pytest.mark.parametrize("assumptions", [MEGATRON, PYTORCH], ids=["megatron", "pytorch"])
+def test_each_stage_breakdown_is_its_largest_phase(assumptions) -> None:
+    layout = Layout(tp=8, pp=4, dp=2, zero=3, recompute="full")
+    result = training_memory(LLAMA_70B, H100, layout, WORKLOAD, assumptions)
+    for stage in result.stages:
+        assert tuple(stage.phase_totals) == PHASES
+        assert stage.total_bytes == max(stage.phase_totals.values())
+        assert stage.breakdown == stage.phase(stage.peak_phase).breakdown
+        for ph in stage.phases:
+            assert ph.activation_parts.total_bytes == pytest.approx(ph.breakdown.activations)
+            assert sum(b for _, b in ph.temporary_parts) == pytest.approx(ph.breakdown.temporary)
+    assert result.peak_phase == result.stages[result.peak_stage].peak_phase
+
+
+@pytest.mark.parametrize(
+    ("assumptions", "bytes_per_param"),
+    [
+        pytest.param(MEGATRON, 18, id="rajbhandari2020-zero3-keeps-a-16-bit-shard"),
+        pytest.param(PYTORCH, 16, id="measured-llama8b-fsdp8-no-bf16-shard"),
+    ],
+)
+def test_fsdp2_keeps_the_fp32_master_shard_and_no_bf16_shard(assumptions, bytes_per_param) -> None:
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=8)  # bf16-mixed
+    stage = stage0(Layout(dp=8, zero=3), workload, assumptions)
+    steady = stage.phase("optimizer_step").breakdown
+    assert steady.model_states_bytes == pytest.approx(bytes_per_param * stage.num_params / 8)
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_pytorch_tensor_parallel_holds_the_whole_embedding_gradient(tp) -> None:
+    grads = [
+        stage0(Layout(tp=tp), assumptions=a).phase("optimizer_step").breakdown.gradients
+        for a in (MEGATRON, PYTORCH)
+    ]
+    assert grads[1] - grads[0] == pytest.approx(128256 * 4096 * (1 - 1 / tp) * 2)
+    fsdp = TrainingWorkload(seq_len=4096, global_batch_size=8)  # reduce-scatter shards it
+    sharded = [
+        stage0(Layout(tp=tp, dp=8, zero=3), fsdp, a).phase("optimizer_step").breakdown.gradients
+        for a in (MEGATRON, PYTORCH)
+    ]
+    assert sharded[0] == sharded[1]
+
+
+def test_gradients_join_the_backward_peak_only_when_they_exist_already() -> None:
+    one = stage0(Layout())
+    all_grads = one.phase("optimizer_step").breakdown.gradients
+    assert one.phase("backward_start").breakdown.gradients == 0 < all_grads
+    two = stage0(Layout(), dataclasses.replace(ONE_MICROBATCH, global_batch_size=2))
+    assert two.phase("backward_start").breakdown.gradients == all_grads
+    megatron = stage0(Layout(), assumptions=MEGATRON)  # its grad buffer lives all step
+    assert megatron.phase("backward_start").breakdown.gradients == all_grads
+
+
+@pytest.mark.parametrize(
+    ("tp", "per_logit"),
+    [
+        pytest.param(1, 8, id="measured-llama8b-cross-entropy-8-bytes-per-logit"),
+        pytest.param(4, 12, id="measured-llama8b-tp4-loss-parallel-12-bytes-per-logit"),
+    ],
+)
+def test_pytorch_cross_entropy_backward_temporaries(tp, per_logit) -> None:
+    parts = dict(stage0(Layout(tp=tp)).phase("backward_start").temporary_parts)
+    assert parts["cross-entropy temporaries"] == LOGITS / tp * per_logit
+
+
+def test_the_recompute_working_set_comes_after_the_loss_backward() -> None:
+    stage = stage0(Layout(recompute="full"))
+    start, block = stage.phase("backward_start"), stage.phase("block_backward")
+    assert start.activation_parts.recompute_working == 0
+    assert dict(start.temporary_parts)["cross-entropy temporaries"] > 0
+    assert block.activation_parts.recompute_working > 0
+    assert block.temporary_parts == () and block.activation_parts.head == 0
+
+
+@pytest.mark.parametrize(("precision", "state_bytes"), [("fp32", 4), ("bf16-pure", 2)])
+def test_foreach_adamw_allocates_one_adam_state_per_parameter(precision, state_bytes) -> None:
+    workload = TrainingWorkload(seq_len=1024, global_batch_size=1, precision=precision)
+    stage = stage0(Layout(), workload)
+    parts = dict(stage.phase("optimizer_step").temporary_parts)
+    assert parts["optimizer step temporaries"] == pytest.approx(state_bytes * stage.num_params)
+    assert stage0(Layout(), workload, MEGATRON).phase("optimizer_step").temporary_parts == ()
+
+
+def test_zero3_holds_only_the_lm_head_gathered_at_the_loss_backward() -> None:
+    stage = stage0(Layout(dp=8, zero=3), TrainingWorkload(seq_len=4096, global_batch_size=8))
+    start = dict(stage.phase("backward_start").temporary_parts)
+    assert start["ZeRO-3 gathered LM head"] == (128256 * 4096 + 4096) * 2  # head + final norm
+    assert "ZeRO-3 gathered parameters" not in start
+    block = dict(stage.phase("block_backward").temporary_parts)
+    assert set(block) == {"ZeRO-3 gathered parameters", "ZeRO-3 unsharded gradients"}
+
+
+def test_a_switch_overrides_one_behaviour_of_its_framework() -> None:
+    mixed = framework_behaviour(dataclasses.replace(PYTORCH, fused_swiglu=True))
+    assert mixed.fused_swiglu and not mixed.keep_bf16_shard
+    assert framework_behaviour(MEGATRON).persistent_grad_buffer
+    assert MEGATRON.as_dict()["framework"] == "megatron"
+    with pytest.raises(ValueError, match="framework"):
+        TrainingAssumptions(framework="jax")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="optimizer_step_temporaries"):
+        TrainingAssumptions(optimizer_step_temporaries=-1.0)
+
+
+def test_the_pytorch_framework_peaks_in_the_measured_phase_of_every_stored_step() -> None:
+    # measured: validation/results.json (37 configurations peak in the backward, 4 in the step)
+    measured = {"backward_start": "backward", "block_backward": "backward"}
+    for m in load_results():
+        result = training_memory(m.model, BIG_GPU, m.layout, m.workload, comparison_assumptions(m))
+        assert measured.get(result.peak_phase, "optimizer") == m.peak_phase, m.id
+
+
 LAYOUTS = st.fixed_dictionaries(
     {
         "tp": st.sampled_from([1, 2, 4, 8]),
@@ -299,15 +433,20 @@ def model_states(b: MemoryBreakdown) -> float:
     return b.parameters + b.gradients + b.master_weights + b.optimizer_states
 
 
-@given(layout=LAYOUTS, model=st.sampled_from([LLAMA_70B, DEEPSEEK_V3]))
-def test_a_higher_zero_stage_never_needs_more_memory(layout, model) -> None:
+@given(
+    layout=LAYOUTS,
+    model=st.sampled_from([LLAMA_70B, DEEPSEEK_V3]),
+    assumptions=st.sampled_from([DEFAULT_TRAINING_ASSUMPTIONS, PYTORCH_ASSUMPTIONS]),
+)
+def test_a_higher_zero_stage_never_needs_more_memory(layout, model, assumptions) -> None:
     # Totals for ZeRO 0 -> 1 -> 2; model states only for ZeRO-3, whose gather buffers (one or
     # two layers) can outweigh its saving when two ranks shard a one-layer stage, as in FSDP.
     states: list[list[float]] = []
     totals: list[list[float]] = []
     for zero in (0, 1, 2, 3):
         try:
-            result = training_memory(model, BIG_GPU, Layout(**{**layout, "zero": zero}), WORKLOAD)
+            lay = Layout(**{**layout, "zero": zero})
+            result = training_memory(model, BIG_GPU, lay, WORKLOAD, assumptions)
         except ValueError:
             return
         states.append([model_states(s.breakdown) for s in result.stages])

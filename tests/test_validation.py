@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -34,47 +35,10 @@ PEAK_TOLERANCE = 0.10
 LIVE_CONFIG = "tiny-fsdp8-bf16-mixed-s512-b2"
 """Re-measured with torch: FSDP2, mixed precision, fake process group of 8, about a second."""
 
-MODEL_STATE_GAPS = {
-    "CR-1 FSDP2 keeps no bf16 parameter shard (16, not 18, bytes per parameter / dp)": (
-        lambda m: m.fsdp and m.workload.precision == "bf16-mixed"
-    ),
-    "CR-2 DTensor TP holds the whole V x h embedding gradient on every TP rank": (
-        lambda m: m.layout.tp > 1 and not m.fsdp
-    ),
-}
+MODEL_STATE_GAPS: dict[str, Callable[[Measurement], bool]] = {}
+"""Change request -> configurations whose model states it leaves off (CR-1 and CR-2: fixed)."""
 
-PEAK_GAPS = frozenset(
-    {
-        "tiny-bf16-pure-s512-b2",
-        "small-fp32-s2048-b2",
-        "small-bf16-pure-s4096-b1",
-        "small-bf16-pure-s1024-b4",
-        "small-bf16-pure-s2048-b1-ga4",
-        "llama1b-bf16-pure-s4096-b2-ac",
-        "llama1b-tied-bf16-pure-s2048-b1",
-        "llama8b-bf16-pure-s8192-b1",
-        "tiny-fsdp8-bf16-mixed-s512-b2",
-        "small-fsdp8-bf16-mixed-s2048-b2",
-        "small-fsdp8-fp32-s2048-b1",
-        "small-fsdp8-bf16-pure-s2048-b1",
-        "llama1b-fsdp32-bf16-mixed-s4096-b2",
-        "llama1b-fsdp128-bf16-mixed-s8192-b1-ac",
-        "llama8b-fsdp8-bf16-mixed-s4096-b1-ac",
-        "llama8b-fsdp64-bf16-mixed-s8192-b2-ac",
-        "llama8b-tp2-bf16-pure-s4096-b1",
-        "llama8b-tp4-bf16-pure-s4096-b1",
-        "llama8b-tp8-bf16-pure-s4096-b1",
-        "llama8b-tp4-nosp-bf16-pure-s4096-b1",
-        "llama8b-tp8-fp32-s2048-b1",
-        "llama8b-tp4-bf16-pure-s8192-b1-ac",
-        "llama8b-fsdp8-tp2-bf16-mixed-s4096-b1",
-        "llama8b-fsdp16-tp4-bf16-mixed-s8192-b1-ac",
-        "llama8b-fsdp64-tp8-bf16-mixed-s4096-b2-ac",
-        "moe-bf16-pure-s2048-b1",
-        "moe-fsdp8-bf16-mixed-s2048-b1",
-        "moe-fsdp8-bf16-mixed-s4096-b1-ac",
-    }
-)
+PEAK_GAPS: frozenset[str] = frozenset()
 """Configurations whose total peak is off by more than PEAK_TOLERANCE today."""
 
 
@@ -163,7 +127,8 @@ def test_the_comparison_table_has_a_row_per_configuration_and_both_sides_per_cat
 def test_a_comparison_leaves_out_runtime_and_headroom():
     c = compare(measurement(LIVE_CONFIG))
     assert set(c.estimated) == set(COMPARED) == set(c.measured)
-    assert c.estimated_model_states_bytes == sum(c.estimated[k] for k in MODEL_STATES)
+    # model states after the backward: at least those at the peak, which may hold no gradient
+    assert c.estimated_model_states_bytes >= sum(c.estimated[k] for k in MODEL_STATES)
 
 
 def test_fsdp2_mixed_precision_shards_are_the_fp32_master_weights():

@@ -3,9 +3,13 @@
 from explorer.memory.assumptions import (
     DEFAULT_TRAINING_ASSUMPTIONS,
     GPT_STYLE,
+    PYTORCH_ASSUMPTIONS,
+    Framework,
     TrainingAssumptions,
 )
 from explorer.memory.checks import AxisRole, axis_roles, parallel_axes_in_words
+from explorer.memory.frameworks import FRAMEWORKS, FrameworkBehaviour, framework_behaviour
+from explorer.memory.phases import PHASES, Phase, PhaseMemory
 from explorer.memory.training import (
     CATEGORIES,
     MemoryBreakdown,
@@ -17,13 +21,21 @@ from explorer.memory.training import (
 __all__ = [
     "CATEGORIES",
     "DEFAULT_TRAINING_ASSUMPTIONS",
+    "FRAMEWORKS",
     "GPT_STYLE",
+    "PHASES",
+    "PYTORCH_ASSUMPTIONS",
     "AxisRole",
+    "Framework",
+    "FrameworkBehaviour",
     "MemoryBreakdown",
+    "Phase",
+    "PhaseMemory",
     "StageMemory",
     "TrainingAssumptions",
     "TrainingMemory",
     "axis_roles",
+    "framework_behaviour",
     "parallel_axes_in_words",
     "training_memory",
 ]

@@ -3,14 +3,19 @@
 Every number here is shown in the app, the report and the CLI JSON. Defaults describe a modern
 Megatron-Core style run (FlashAttention, no dropout, fp32 main gradients); ``GPT_STYLE`` is the
 setting of Korthikanti et al. 2022 (arXiv:2205.05198), against which the activation model is
-tested.
+tested. ``framework`` names whose implementation runs the step; the switches after it override
+single behaviours of that framework (None follows it; ``frameworks.py`` says what each means).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from explorer.units import MiB
+
+Framework = Literal["megatron", "pytorch"]
+"""Training framework whose memory behaviour is modelled (see ``explorer.memory.frameworks``)."""
 
 _NON_NEGATIVE = (
     "zero3_prefetch_layers",
@@ -82,6 +87,52 @@ class TrainingAssumptions:
     reports the gap as reserved minus allocated (torch.cuda.memory_stats)."""
     heavy_stage_ratio: float = 1.2
     """A stage needing more than this multiple of the stage mean is reported as heavy."""
+    framework: Framework = "megatron"
+    """Whose implementation runs the step. megatron: Megatron-LM / Megatron-Core (contiguous fp32
+    main-gradient buffer of its DistributedDataParallel, distributed optimizer, fused SwiGLU and
+    vocab-parallel cross-entropy, fused Adam). pytorch: plain PyTorch as torchtitan runs it
+    (FSDP2 fully_shard, DTensor tensor/sequence parallel with loss_parallel, eager SwiGLU,
+    torch.optim.AdamW(foreach=True), zero_grad(set_to_none=True)), as measured in
+    validation/results.json. Source: explorer.memory.frameworks (one entry per behaviour)."""
+    keep_bf16_shard: bool | None = None
+    """ZeRO-3 with master weights: keep a persistent 16-bit shard of the weights (2 B / parameter
+    / shards) beside the fp32 master shard. None follows the framework (megatron yes, as DeepSpeed
+    ZeRO-3 and the ZeRO paper; pytorch no: FSDP2 gathers from the fp32 shard). Source:
+    Rajbhandari et al. 2020 (arXiv:1910.02054) sec. 5.1; measured: validation/results.json
+    llama8b-fsdp8-bf16-mixed-s4096-b1 (16 B / parameter / dp)."""
+    persistent_grad_buffer: bool | None = None
+    """Gradients live in a buffer allocated once, so they exist already at the start of the first
+    backward. None follows the framework (megatron yes: the contiguous main-grad buffer; pytorch
+    no: zero_grad(set_to_none=True) frees them, so one micro-batch per step peaks without
+    gradients). Source: Megatron-Core distributed/param_and_grad_buffer.py; measured:
+    validation/results.json small-bf16-pure-s1024-b1."""
+    fused_swiglu: bool | None = None
+    """SwiGLU as one fused kernel that saves gate and up only (3 FFN-wide tensors per token with
+    the down-projection input) instead of eager PyTorch's 4 (gate, up, silu(gate), product). None
+    follows the framework (megatron yes: Megatron-Core fused bias_swiglu; pytorch no). Source:
+    measured: validation/results.json llama8b-bf16-pure-s4096-b1 (20.5 h, not 17 h, per token)."""
+    sp_saves_gathered_inputs: bool | None = None
+    """Sequence parallel saves the all-gathered (whole-sequence) inputs of the QKV, MLP up/gate
+    and LM-head projections instead of the shard it re-gathers in backward. None follows the
+    framework (megatron no: Korthikanti et al. 2022 sec. 4.2.2; pytorch yes: DTensor SP).
+    Source: measured: validation/results.json llama8b-tp4-bf16-pure-s4096-b1 (26.5 h / t)."""
+    tp_full_embedding_grad: bool | None = None
+    """Tensor parallel holds the whole V x h input-embedding gradient on every TP rank until the
+    step (unless ZeRO-2/3 shards gradients). None follows the framework (megatron no:
+    VocabParallelEmbedding; pytorch yes: DTensor has no vocabulary-sharded embedding backward).
+    Source: measured: validation/results.json llama8b-tp2/tp4/tp8-bf16-pure-s4096-b1."""
+    loss_backward_bytes_per_logit: float | None = None
+    """Temporary bytes per local logit during the cross-entropy backward, beyond the saved fp32
+    logits (``loss_logits_bytes``), at TP 1; with TP the framework's loss_parallel extra is
+    added (pytorch 4). None follows the framework (megatron: the logits in the activation dtype
+    beside their fp32 copy, 2 in bf16, 0 in fp32; pytorch: 8 for F.cross_entropy). Source:
+    measured: validation/results.json llama8b-bf16-pure-s4096-b1 (4096 x 128256 x 8 B) and
+    llama8b-tp4-bf16-pure-s4096-b1 (12 B)."""
+    optimizer_step_temporaries: float | None = None
+    """Temporary tensors the size of one Adam state per local parameter during the optimizer step.
+    None follows the framework (megatron 0: fused multi-tensor Adam updates in place; pytorch 1:
+    AdamW(foreach=True) allocates _foreach_sqrt(exp_avg_sq)). Source: measured:
+    validation/results.json small-fp32-s1024-b1 (+4 B per parameter during the step)."""
 
     def __post_init__(self) -> None:
         for name in ("dropout_mask_bytes", "moe_imbalance", "router_logits_bytes"):
@@ -95,6 +146,12 @@ class TrainingAssumptions:
         for name in _NON_NEGATIVE:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be zero or more, got {getattr(self, name)!r}")
+        if self.framework not in ("megatron", "pytorch"):
+            raise ValueError(f"framework must be 'megatron' or 'pytorch', got {self.framework!r}")
+        for name in ("loss_backward_bytes_per_logit", "optimizer_step_temporaries"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be zero or more (or None), got {value!r}")
 
     def as_dict(self) -> dict[str, object]:
         """Every assumption by name (for JSON and the report)."""
@@ -102,7 +159,10 @@ class TrainingAssumptions:
 
 
 DEFAULT_TRAINING_ASSUMPTIONS = TrainingAssumptions()
-"""Modern LLM training: FlashAttention, no dropout, dropless MoE."""
+"""Modern LLM training with Megatron-Core: FlashAttention, no dropout, dropless MoE."""
+
+PYTORCH_ASSUMPTIONS = TrainingAssumptions(framework="pytorch")
+"""Modern LLM training with plain PyTorch (torchtitan: FSDP2, DTensor TP, eager SwiGLU)."""
 
 GPT_STYLE = TrainingAssumptions(flash_attention=False, dropout=True)
 """The setting of Korthikanti et al. 2022 Table 2: classic attention core and dropout masks."""

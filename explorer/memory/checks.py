@@ -152,13 +152,31 @@ def layout_warnings(
 
 def assumption_warnings(layout: Layout, a: TrainingAssumptions) -> tuple[str, ...]:
     """Warnings about assumptions that do not fit the layout."""
+    out = []
     # Ring attention (Megatron-Core / Transformer Engine CP) runs only as fused attention.
     if layout.cp > 1 and not a.flash_attention:
-        return (
+        out.append(
             "context parallelism with classic attention: scores of the local queries against "
-            "all keys assumed; real CP implementations use fused (flash) attention",
+            "all keys assumed; real CP implementations use fused (flash) attention"
         )
-    return ()
+    # validation/results.json measured PyTorch with DP/FSDP2 and TP only (validation/README.md).
+    unmeasured = [
+        name
+        for name, used in (
+            ("pipeline", layout.pp > 1),
+            ("context", layout.cp > 1),
+            ("expert", layout.ep > 1),
+            ("selective recompute", layout.recompute == "selective"),
+            ("DDP and ZeRO-1/2", layout.zero < 3 and layout.dp * layout.cp > 1),
+        )
+        if used
+    ]
+    if a.framework == "pytorch" and unmeasured:
+        out.append(
+            f"framework pytorch: {', '.join(unmeasured)} not measured; Megatron-style "
+            "bookkeeping assumed for them"
+        )
+    return tuple(out)
 
 
 def result_warnings(stage_totals: list[float], gpu: GpuSpec, heavy_ratio: float) -> tuple[str, ...]:

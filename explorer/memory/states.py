@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explorer.counting import layer_params, mla_params, norm_params
-from explorer.memory.activations import LayerKind
+from explorer.memory.tensors import LayerKind
 from explorer.partition import StagePlan
 from explorer.specs import Layout, ModelSpec, PrecisionPolicy
 
@@ -61,16 +61,24 @@ class ModelStates:
 
 
 def model_state_bytes(
-    num_params: float, policy: PrecisionPolicy, zero: int, num_shards: int
+    num_params: float,
+    policy: PrecisionPolicy,
+    zero: int,
+    num_shards: int,
+    *,
+    keep_param_shard: bool = True,
 ) -> ModelStates:
     """Bytes per GPU of weights, gradients, master weights and Adam states under ZeRO.
 
     Source: Rajbhandari et al. 2020 (arXiv:1910.02054) sec. 5.1 and Figure 1: ZeRO-1 shards
     optimizer states (with the master copy, part of K), ZeRO-2 adds gradients, ZeRO-3 weights.
+    ``keep_param_shard`` False: ZeRO-3 with master weights keeps no 16-bit shard, only the
+    fp32 master (FSDP2; measured: validation/results.json llama8b-fsdp8-bf16-mixed-s4096-b1).
     """
     n = num_shards
+    no_shard = zero >= 3 and policy.master_bytes > 0 and not keep_param_shard
     return ModelStates(
-        parameters=num_params * policy.param_bytes / (n if zero >= 3 else 1),
+        parameters=0.0 if no_shard else num_params * policy.param_bytes / (n if zero >= 3 else 1),
         gradients=num_params * policy.grad_bytes / (n if zero >= 2 else 1),
         master_weights=num_params * policy.master_bytes / (n if zero >= 1 else 1),
         optimizer_states=num_params * policy.optimizer_bytes / (n if zero >= 1 else 1),
@@ -198,8 +206,29 @@ def stage_params(model: ModelSpec, layout: Layout, plan: StagePlan) -> HeldParam
 
 
 def stage_model_states(
-    held: HeldParams, policy: PrecisionPolicy, zero: int, dense_shards: int, moe_shards: int
+    held: HeldParams,
+    policy: PrecisionPolicy,
+    zero: int,
+    dense_shards: int,
+    moe_shards: int,
+    *,
+    keep_param_shard: bool = True,
 ) -> ModelStates:
     """Model-state bytes of a stage's GPU: dense and expert weights, each sharded by its group."""
-    dense = model_state_bytes(held.dense, policy, zero, dense_shards)
-    return dense + model_state_bytes(held.expert, policy, zero, moe_shards)
+    keep = keep_param_shard
+    dense = model_state_bytes(held.dense, policy, zero, dense_shards, keep_param_shard=keep)
+    return dense + model_state_bytes(held.expert, policy, zero, moe_shards, keep_param_shard=keep)
+
+
+def full_embedding_grad_bytes(
+    model: ModelSpec, layout: Layout, policy: PrecisionPolicy, plan: StagePlan
+) -> float:
+    """Bytes of the embedding gradient beyond the GPU's vocabulary shard when TP keeps it whole.
+
+    V h (1 - 1/t) x gradient bytes, held until the step unless ZeRO-2/3 reduce-scatters it
+    (measured: validation/results.json llama8b-tp2/tp4/tp8-bf16-pure-s4096-b1; none in
+    llama8b-fsdp8-tp2-bf16-mixed-s4096-b1).
+    """
+    if not plan.has_embedding or layout.tp == 1 or layout.zero >= 2:
+        return 0.0
+    return model.vocab_size * model.hidden_size * (1 - 1 / layout.tp) * policy.grad_bytes

@@ -1,0 +1,137 @@
+"""Activation bytes held on one GPU of a pipeline stage: blocks in flight, embedding, LM head
+and loss, multi-token prediction, and the block recomputation rebuilds during its backward.
+
+Per-block tensors: ``activations.py``. Which of these parts coexist at each moment of the
+step (backward start, one block's backward, optimizer step): ``phases.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorer.memory.activations import block_activation_bytes, input_tokens
+from explorer.memory.assumptions import TrainingAssumptions
+from explorer.memory.tensors import ActivationShape, LayerKind, SavedTensor, saved
+from explorer.partition import StagePlan
+from explorer.specs import ModelSpec, Recompute
+
+
+def head_tensors(
+    model: ModelSpec, x: ActivationShape, a: TrainingAssumptions
+) -> tuple[SavedTensor, ...]:
+    """Final norm, LM head and loss tensors of one micro-batch on the last stage, bytes.
+
+    Source: Korthikanti et al. 2022 sec. 4.3: 4 s b h / t (1 + V / h) with SP; logits upcast
+    to fp32 by Megatron-LM's vocab_parallel_cross_entropy (PyTorch: fp32 log-probs, measured).
+    """
+    h, act = model.hidden_size, x.dtype_bytes
+    logits = x.tokens * model.vocab_size / x.tp
+    return (
+        saved("final norm input", x.sp_tokens * h, act, "final norm"),
+        saved("LM head input", input_tokens(x, a) * h, act, "output projection"),
+        saved("logits (fp32)", logits, a.loss_logits_bytes, "cross-entropy"),
+    )
+
+
+def embedding_activation_bytes(x: ActivationShape, a: TrainingAssumptions, hidden: int) -> float:
+    """Bytes the embedding saves per micro-batch: its dropout mask when dropout is on.
+
+    The embedding output itself is the first block's input, counted there (its norm saves it).
+    Source: Korthikanti et al. 2022 sec. 4.3 (s b h p / t for the embedding dropout).
+    """
+    return x.sp_tokens * hidden * a.dropout_mask_bytes if a.dropout else 0.0
+
+
+def mtp_activation_bytes(
+    model: ModelSpec, x: ActivationShape, a: TrainingAssumptions, recompute: Recompute
+) -> float:
+    """Bytes the multi-token-prediction modules save per micro-batch on the last stage.
+
+    Per module: two input norms and the 2h -> h projection input (4 T_sp h), one block, and its
+    own final norm, head and fp32 logits. Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 2.2.
+    """
+    if not model.num_nextn_predict_layers:
+        return 0.0
+    kind: LayerKind = "moe" if model.is_moe_layer(model.num_hidden_layers) else "dense"
+    inputs = 4 * x.sp_tokens * model.hidden_size * x.dtype_bytes
+    block = block_activation_bytes(model, kind, x, a, recompute)
+    head = sum(t.bytes for t in head_tensors(model, x, a))
+    return model.num_nextn_predict_layers * (inputs + block + head)
+
+
+def recompute_working_bytes(
+    model: ModelSpec, plan: StagePlan, x: ActivationShape, a: TrainingAssumptions, r: Recompute
+) -> float:
+    """Bytes one block rebuilds during its backward under recomputation (largest block kind).
+
+    Full: the whole block's tensors; selective: the attention core's (s^2 terms when classic).
+    Source: Chen et al. 2016 (arXiv:1604.06174) sec. 3; Korthikanti et al. 2022 sec. 5.
+    """
+    kinds: list[LayerKind] = ["moe"] if plan.num_moe_layers else []
+    kinds += ["dense"] if plan.num_dense_layers else []
+    if r == "none" or not kinds:
+        return 0.0
+    kept = {k: 0.0 if r == "full" else block_activation_bytes(model, k, x, a, r) for k in kinds}
+    return max(block_activation_bytes(model, k, x, a, "none") - kept[k] for k in kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class StageActivations:
+    """Activation bytes on one GPU of a pipeline stage, by part; ``total_bytes`` is their sum."""
+
+    blocks: float
+    """Transformer blocks x micro-batches in flight."""
+    embedding: float
+    head: float
+    """Final norm, LM head and fp32 logits x micro-batches waiting for their loss backward."""
+    mtp: float
+    recompute_working: float
+    """Recomputation: one block's tensors rebuilt during its backward (full: all of them)."""
+
+    @property
+    def total_bytes(self) -> float:
+        return self.blocks + self.embedding + self.head + self.mtp + self.recompute_working
+
+
+NO_ACTIVATIONS = StageActivations(0.0, 0.0, 0.0, 0.0, 0.0)
+"""What the optimizer step holds: every activation is freed by then."""
+
+
+def _blocks_bytes(
+    model: ModelSpec, plan: StagePlan, x: ActivationShape, a: TrainingAssumptions, r: Recompute
+) -> float:
+    """One micro-batch's block activations on the stage (all its chunks), bytes."""
+    blocks = 0.0
+    if plan.num_dense_layers:
+        blocks += plan.num_dense_layers * block_activation_bytes(model, "dense", x, a, r)
+    if plan.num_moe_layers:
+        blocks += plan.num_moe_layers * block_activation_bytes(model, "moe", x, a, r)
+    return blocks
+
+
+def stage_activations(
+    model: ModelSpec,
+    plan: StagePlan,
+    x: ActivationShape,
+    a: TrainingAssumptions,
+    recompute: Recompute,
+    inflight: float,
+    loss_inflight: float,
+) -> StageActivations:
+    """Activation bytes saved on one GPU of ``plan``'s stage, by part, with the working set."""
+    # ledger: stage-equivalents in flight x blocks' bytes per micro-batch / chunk copies
+    # (DualPipe counts one of its two chunks per stage-equivalent)
+    blocks = _blocks_bytes(model, plan, x, a, recompute)
+    head = mtp = embedding = 0.0
+    if plan.has_head:
+        head = sum(t.bytes for t in head_tensors(model, x, a))
+        mtp = mtp_activation_bytes(model, x, a, recompute)
+    if plan.has_embedding:
+        embedding = embedding_activation_bytes(x, a, model.hidden_size)
+    return StageActivations(
+        blocks=inflight * blocks / plan.copies,
+        embedding=inflight * embedding,
+        head=loss_inflight * head,
+        mtp=loss_inflight * mtp,
+        recompute_working=recompute_working_bytes(model, plan, x, a, recompute),
+    )

@@ -1,0 +1,85 @@
+"""Temporary buffers of a training step, by the phase that holds them (``phases.py``).
+
+ZeRO-3 gathers (one gathered unit at the loss backward, the computing and prefetched blocks
+with an unsharded gradient in a block's backward), the cross-entropy temporaries, the
+optimizer step's temporaries and the DDP gradient bucket. Sizes follow the framework
+(``frameworks.py``).
+"""
+
+from __future__ import annotations
+
+from explorer.memory.frameworks import loss_temporary_bytes_per_logit
+from explorer.memory.setting import TrainingSetting
+from explorer.memory.states import ModelStates, head_params_per_gpu, stage_units
+from explorer.partition import StagePlan
+
+Parts = tuple[tuple[str, float], ...]
+
+
+def zero3_gathers(s: TrainingSetting, shards: int) -> bool:
+    """Whether ZeRO-3 gathers weights into separate buffers over a group of ``shards`` ranks.
+
+    One shard with a persistent 16-bit copy computes on that copy (DeepSpeed); FSDP2 gathers
+    and casts from its fp32 shard even on one rank (measured: validation/results.json
+    small-fsdp1-bf16-mixed-s2048-b1).
+    """
+    return s.layout.zero == 3 and (shards > 1 or not s.behaviour.keep_bf16_shard)
+
+
+def zero3_block_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """Unsharded parameters of the gathered units and one unit's unsharded gradients, bytes.
+
+    Source: PyTorch FSDP (Zhao et al. 2023, arXiv:2304.11277): the unit computing plus
+    ``zero3_prefetch_layers`` prefetched ones; a unit's gradients whole until reduce-scatter.
+    """
+    dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
+    if not (dense_on or expert_on):
+        return ()
+    units = stage_units(s.model, s.layout, plan)
+    gathered = max((u.dense * dense_on + u.expert * expert_on for u in units), default=0.0)
+    copies = 1 + s.assumptions.zero3_prefetch_layers
+    return (
+        ("ZeRO-3 gathered parameters", copies * gathered * s.policy.param_bytes),
+        ("ZeRO-3 unsharded gradients", gathered * s.policy.grad_bytes),
+    )
+
+
+def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """The cross-entropy backward's temporaries on the last stage, one micro-batch, bytes (CR-4).
+
+    With ZeRO-3 the [final norm, LM head] unit is still gathered from the forward (CR-9;
+    measured: validation/results.json llama8b-fsdp8-bf16-mixed-s4096-b1).
+    """
+    if not plan.has_head:
+        return ()
+    a, tp = s.assumptions, s.layout.tp
+    per_logit = loss_temporary_bytes_per_logit(
+        s.behaviour, s.shape.dtype_bytes, a.loss_logits_bytes, tp
+    )
+    logits = s.shape.tokens * s.model.vocab_size / tp
+    parts: list[tuple[str, float]] = [("cross-entropy temporaries", logits * per_logit)]
+    if zero3_gathers(s, s.dense_shards):
+        head = head_params_per_gpu(s.model, tp, has_embedding=False)  # tied: the same weight
+        parts.append(("ZeRO-3 gathered LM head", head * s.policy.param_bytes))
+    return tuple(p for p in parts if p[1])
+
+
+def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:
+    """Tensors the optimizer step allocates: Adam-state-sized copies of local states (CR-8).
+
+    Source: measured: validation/results.json small-fp32-s1024-b1 (torch.optim.AdamW foreach).
+    """
+    count = s.behaviour.optimizer_step_temporaries
+    if not count:
+        return ()
+    return (("optimizer step temporaries", count * states.optimizer_states / 2),)  # 2 Adam states
+
+
+def persistent_buffers(s: TrainingSetting) -> Parts:
+    """Buffers alive through the whole step: ZeRO 0-2's gradient bucket, bytes.
+
+    Source: PyTorch DistributedDataParallel bucket_cap_mb (see ``grad_bucket_bytes``).
+    """
+    if s.layout.zero == 3 or not (s.dense_shards > 1 or s.moe_shards > 1):
+        return ()
+    return (("gradient bucket", s.assumptions.grad_bucket_bytes),)

@@ -1,0 +1,59 @@
+"""The vocabulary of saved activations: one saved tensor, and the slice of a micro-batch a GPU
+works on. ``activations.py`` lists the tensors; this module only names them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+LayerKind = Literal["dense", "moe"]
+FP32_BYTES = 4.0
+"""Bytes of an fp32 element (softmax statistics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SavedTensor:
+    """One tensor kept for backward, for one micro-batch on one GPU."""
+
+    name: str
+    elements: float
+    """Elements on this GPU."""
+    bytes_per_element: float
+    saved_by: str
+    """The operation whose backward needs it."""
+    core: bool = False
+    """Part of the attention core that selective recompute drops."""
+
+    @property
+    def bytes(self) -> float:
+        return self.elements * self.bytes_per_element
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationShape:
+    """The slice of one micro-batch one GPU works on."""
+
+    seq_len: int
+    """Tokens per sequence before context parallelism."""
+    micro_batch_size: int
+    tp: int = 1
+    sp: bool = False
+    cp: int = 1
+    etp: int = 1
+    dtype_bytes: float = 2.0
+    """Bytes per saved activation element."""
+
+    @property
+    def tokens(self) -> float:
+        """Tokens of the micro-batch on this CP rank, T = s b / c."""
+        return self.seq_len * self.micro_batch_size / self.cp
+
+    @property
+    def sp_tokens(self) -> float:
+        """Tokens of sequence-parallel regions, T / t with SP, T without."""
+        return self.tokens / self.tp if self.sp and self.tp > 1 else self.tokens
+
+
+def saved(name: str, elements: float, nbytes: float, by: str, core: bool = False) -> SavedTensor:
+    """A SavedTensor, positionally (keeps the tensor tables one line per tensor)."""
+    return SavedTensor(name, elements, nbytes, by, core)
