@@ -191,6 +191,8 @@ class _DeepseekV3(_Decoder):
     moe_layer_freq: Size = 1
     num_nextn_predict_layers: Count = 0
     topk_method: Text = "greedy"
+    n_group: Size | None = None
+    topk_group: Size | None = None
 
     def spec_fields(self) -> dict[str, Any]:
         return super().spec_fields() | self._mla() | self._moe()
@@ -207,6 +209,10 @@ class _DeepseekV3(_Decoder):
             "n_shared_experts": self.n_shared_experts or 0,
             # DeepSeek-V3 report, section 2.1.2: aux-loss-free balancing adds a bias per expert.
             "router_bias": self.topk_method == "noaux_tc",
+            # Section 2.1.2 again: node-limited routing sends a token to at most topk_group of
+            # the n_group expert groups (one group per node in the published layout).
+            "n_group": self.n_group or 1,
+            "topk_group": self.topk_group if (self.n_group or 1) > 1 else None,
         }
 
 

@@ -100,6 +100,11 @@ class ModelSpec:
     """Every n-th layer after the dense ones is MoE; 1 means all of them."""
     router_bias: bool = False
     """A per-expert score-correction bias in the router (DeepSeek-V3's aux-loss-free balancing)."""
+    n_group: int = 1
+    """Groups the routed experts are split into for group-limited routing (DeepSeek-V3: 8, one
+    per node of its EP64 layout); 1 means no grouping."""
+    topk_group: int | None = None
+    """Groups (nodes) one token's experts may come from (DeepSeek-V3: 4); None means any."""
     # Multi-head latent attention (DeepSeek-V2/V3). kv_lora_rank = None means ordinary attention.
     q_lora_rank: int | None = None
     """Rank of the query down-projection; None means queries are projected directly."""
@@ -126,6 +131,8 @@ class ModelSpec:
             "vocab_size",
             "max_position_embeddings",
             "moe_layer_freq",
+            "n_group",
+            "topk_group",
             "q_lora_rank",
             "kv_lora_rank",
         )

@@ -400,3 +400,27 @@ def test_intra_domain_all_reduce_takes_the_tree_for_small_messages_and_the_ring_
     assert tree_small < ring_small
     ring_large = 14 * 3e-6 + 2 * 7 / 8 * large / 400e9
     assert all_reduce_s(large, group, PERFECT) == pytest.approx(ring_large, rel=REL)
+
+
+def test_remote_domains_per_token_caps_at_the_node_limit() -> None:
+    from explorer.comm.collectives import remote_domains_per_token
+
+    # DeepSeek-V3 on EP64 over 8 nodes, top-8: 8 (1 - (7/8)^8) = 5.25 distinct nodes, capped
+    # at topk_group = 4 (report sec. 2.1.2), of which 7/8 are remote.
+    assert remote_domains_per_token(8, 8, None) == pytest.approx(8 * (1 - (7 / 8) ** 8) * 7 / 8)
+    assert remote_domains_per_token(8, 8, 4) == pytest.approx(4 * 7 / 8)
+    assert remote_domains_per_token(8, 1, 4) == 0.0
+
+
+def test_deduplicated_dispatch_sends_one_copy_per_remote_node() -> None:
+    from explorer.comm.collectives import deduplicated_all_to_all_s
+
+    group = _group(64, 8, 8)
+    size = 8 * 1e8  # top-8 copies of 100 MB of tokens
+    inter = 4 * 7 / 8 * 1e8 / 50e9
+    intra = 7 / 8 * size / 400e9
+    assert deduplicated_all_to_all_s(size, 8, group, PERFECT, 4) == pytest.approx(
+        max(inter, intra), rel=REL
+    )
+    plain = all_to_all_group_s(size, group, PERFECT)
+    assert deduplicated_all_to_all_s(size, 8, group, PERFECT, 4) < plain

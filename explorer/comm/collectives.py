@@ -192,6 +192,47 @@ def all_to_all_group_s(size_bytes: float, group: GroupPlacement, eff: LinkEffici
     return fabric_lat + max(inter, intra)
 
 
+def remote_domains_per_token(top_k: int, num_domains: int, max_domains: int | None) -> float:
+    """Expected scale-up domains other than its own that one token's top-k experts sit in.
+
+    Experts spread evenly over D domains, picked independently: D (1 - (1 - 1/D)^k) distinct
+    domains, capped by node-limited routing (DeepSeek-V3 report sec. 2.1.2), of which a share
+    (D - 1)/D is remote.
+    """
+    d = num_domains
+    if d <= 1:
+        return 0.0
+    distinct = d * (1 - (1 - 1 / d) ** top_k)
+    if max_domains is not None:
+        distinct = min(distinct, float(max_domains))
+    return distinct * (d - 1) / d
+
+
+def deduplicated_all_to_all_s(
+    size_bytes: float,
+    top_k: int,
+    group: GroupPlacement,
+    eff: LinkEfficiency,
+    max_domains: int | None,
+) -> float:
+    """A DeepEP-style dispatch of a buffer of ``top_k`` copies per token over ``group``, s.
+
+    Each token crosses the fabric once per remote domain (``remote_domains_per_token``), then
+    an NVLink forward fans the copies out inside the domain; both run at once (DeepEP README).
+    """
+    if group.size <= 1 or size_bytes <= 0:
+        return 0.0
+    if not group.crosses_domains:
+        return all_to_all_group_s(size_bytes, group, eff)
+    fast_bw, _ = _fast(group, eff)
+    fabric_bw, fabric_lat = _fabric(group, eff)
+    per_copy = size_bytes / top_k
+    remote = remote_domains_per_token(top_k, group.num_domains, max_domains)
+    inter = remote * per_copy / fabric_bw
+    intra = (group.ranks_per_domain - 1) / group.ranks_per_domain * size_bytes / fast_bw
+    return fabric_lat + max(inter, intra)
+
+
 def send_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> float:
     """One point-to-point message to the neighbouring rank of ``group``, s.
 

@@ -5,7 +5,7 @@ Sources per function; the overview is in ``explorer.comm.step``.
 
 from __future__ import annotations
 
-from explorer.comm.collectives import CollectiveKind
+from explorer.comm.collectives import CollectiveKind, deduplicated_all_to_all_s
 from explorer.comm.step import Collective, StageContext, both_ways, tokens_per_rank
 from explorer.compute import PassTimes, StageWork
 
@@ -45,7 +45,7 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     if ctx.layout.ep == 1 or work.num_moe_layers == 0:
         return []
     local = tokens_per_rank(ctx) / ctx.layout.tp * ctx.model.num_experts_per_tok
-    size = local * ctx.moe_imbalance * ctx.model.hidden_size * ctx.policy.activation_bytes
+    size = local * ctx.moe_imbalance * ctx.model.hidden_size * ep_bytes_per_element(ctx)
     per_pass = 2 * work.num_moe_layers
     counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))
     share = ctx.assumptions.ep_overlap
@@ -53,7 +53,27 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
         share = max(share, ctx.assumptions.dualpipe_ep_overlap)
     what = ("token dispatch and combine", "their gradients")
     windows = (passes.forward_s, passes.backward_s)
-    return both_ways(ctx, "ep", "all-to-all", what, size, counts, windows, share)
+    one = ep_all_to_all_s(ctx, size)
+    return both_ways(ctx, "ep", "all-to-all", what, size, counts, windows, share, one)
+
+
+def ep_bytes_per_element(ctx: StageContext) -> float:
+    """Mean bytes per element of a dispatch and a combine: FP8 dispatch (1 byte + an fp32
+    scale per 128) with a bf16 combine when fp8_dispatch, else the activation dtype.
+    Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.3.4."""
+    if not ctx.assumptions.fp8_dispatch:
+        return ctx.policy.activation_bytes
+    return (1 + 4 / 128 + ctx.policy.activation_bytes) / 2
+
+
+def ep_all_to_all_s(ctx: StageContext, size_bytes: float) -> float | None:
+    """One EP all-to-all call, s, when DeepEP-style deduplication applies; None otherwise
+    (the plain all-to-all of explorer.comm.collectives)."""
+    if not ctx.assumptions.ep_domain_dedup:
+        return None
+    group, links = ctx.groups["ep"], ctx.assumptions.links
+    top_k, max_domains = ctx.model.num_experts_per_tok, ctx.model.topk_group
+    return deduplicated_all_to_all_s(size_bytes, top_k, group, links, max_domains)
 
 
 def pp_collectives(passes: PassTimes, ctx: StageContext) -> list[Collective]:

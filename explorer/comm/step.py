@@ -82,6 +82,14 @@ class CommAssumptions:
     cp_comm: CpComm = "p2p"
     """Context-parallel exchange: p2p ring (Megatron-Core), all-gather (Llama 3) or
     all-to-all (DeepSpeed-Ulysses)."""
+    ep_domain_dedup: bool = False
+    """DeepEP-style dispatch: a token crosses the fabric once per remote scale-up domain its
+    experts sit in (at most the model's topk_group), then fans out over the fast links.
+    False: Megatron-Core's plain all-to-all, one copy per expert. Source: DeepSeek-V3 report
+    (arXiv:2412.19437) sec. 3.2.2; deepseek-ai/DeepEP README (normal kernels)."""
+    fp8_dispatch: bool = False
+    """Dispatch (and the backward's gradient dispatch) in FP8 with 1x128 fp32 scales; combine
+    stays bf16. Source: DeepSeek-V3 report sec. 3.3.4 (low-precision communication)."""
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "cp", "ep", "dualpipe_ep", "pp"):
@@ -158,9 +166,13 @@ def timed(
     size_bytes: float,
     count: float,
     overlap: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    one_call_s: float | None = None,
 ) -> Collective:
-    """A collective; ``overlap`` is (share, window s, floor as a share of the time)."""
-    one = collective_s(kind, size_bytes, ctx.groups[group], ctx.assumptions.links)
+    """A collective; ``overlap`` is (share, window s, floor as a share of the time);
+    ``one_call_s`` replaces the collective model's time of one call when given."""
+    one = one_call_s
+    if one is None:
+        one = collective_s(kind, size_bytes, ctx.groups[group], ctx.assumptions.links)
     time_s = one * count
     share, window_s, floor = overlap
     return Collective(
@@ -189,11 +201,12 @@ def both_ways(
     counts: tuple[float, float],
     windows: tuple[float, float] = (0.0, 0.0),
     share: float = 0.0,
+    one_call_s: float | None = None,
 ) -> list[Collective]:
     """A forward and a backward collective of one kind on ``axis``'s own group.
 
     ``what``, ``counts`` and ``windows`` (compute seconds it may hide behind at ``share``) are
-    (forward, backward) pairs.
+    (forward, backward) pairs; ``one_call_s`` overrides the time of one call (see timed).
     """
     phases: tuple[Phase, Phase] = ("forward", "backward")
     return [
@@ -207,6 +220,7 @@ def both_ways(
             size_bytes,
             counts[i],
             (share, windows[i], 0.0),
+            one_call_s,
         )
         for i in (0, 1)
         if counts[i]
