@@ -18,7 +18,7 @@ from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, estimate
 from explorer.presets import load_gpu, load_model
 from explorer.specs import ClusterSpec, Layout, TrainingWorkload
 
-PUBLISHED_TOKENS_PER_S_PER_GPU = 14.8e12 / (2.664e6 * 3600)
+PUBLISHED_TOKENS_PER_S_PER_GPU = 14.8e12 / (2.664e6 * 3600)  # 1,543
 CEILING = 2.0  # a steady-step estimate above twice the run's average would be implausible
 
 MODEL = load_model("deepseek-v3")
@@ -30,10 +30,6 @@ WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp
 def deepseek_comm(dedup: bool, fp8: bool):
     comm = replace(DEFAULT_ESTIMATE_ASSUMPTIONS.comm, ep_domain_dedup=dedup, fp8_dispatch=fp8)
     return replace(DEFAULT_ESTIMATE_ASSUMPTIONS, comm=comm)
-
-
-def test_published_average_is_1543_tokens_per_second_per_gpu():
-    assert PUBLISHED_TOKENS_PER_S_PER_GPU == pytest.approx(1543, abs=1)
 
 
 @pytest.mark.parametrize(
