@@ -190,13 +190,25 @@ def test_qk_norm_keeps_q_and_k_before_the_norm() -> None:
     assert extra == pytest.approx(1024 * (4096 + 1024) * 2, rel=EXACT)
 
 
-def test_moe_layer_by_hand() -> None:
+@pytest.mark.parametrize(
+    ("probs_in_experts", "per_copy"),
+    [
+        # Megatron-Core: weighted SwiGLU saves the copy's fp32 probability, no expert output
+        # (moe/experts.py TEGroupedMLP, fusions/fused_bias_swiglu.py WeightedSwiGLUFunction).
+        pytest.param(True, (1024 + 3 * 512) * 2 + 4, id="megatron-core-weighted-swiglu"),
+        # Probabilities applied to the expert outputs (torchtitan): the combine keeps them (h).
+        pytest.param(False, (2 * 1024 + 3 * 512) * 2, id="combine-keeps-expert-outputs"),
+    ],
+)
+def test_moe_layer_by_hand(probs_in_experts, per_copy) -> None:
     # 4096 tokens, top-2, balanced (imbalance 1): 8192 routed copies, each keeping the dispatched
-    # token and expert output (2h) and gate, up, product (3 x 512); shared expert 3 x 512 per
-    # token; router logits (8) and probabilities (2) in fp32.
+    # token (h) and gate, up, product (3 x 512), and what the probabilities' gradient needs;
+    # shared expert 3 x 512 per token; router logits (8) and probabilities (2) in fp32.
     shape = ActivationShape(seq_len=4096, micro_batch_size=1)
-    a = dataclasses.replace(DEFAULT_TRAINING_ASSUMPTIONS, moe_imbalance=1.0)
-    routed = 8192 * (2 * 1024 + 3 * 512) * 2
+    a = dataclasses.replace(
+        DEFAULT_TRAINING_ASSUMPTIONS, moe_imbalance=1.0, moe_probs_in_experts=probs_in_experts
+    )
+    routed = 8192 * per_copy
     shared = 4096 * 3 * 512 * 2
     router = 4096 * (8 + 2) * 4
     moe = sum(t.bytes for t in moe_tensors(SMALL_MOE, shape, a))
@@ -234,7 +246,8 @@ def test_mla_attention_by_hand() -> None:
 
 def test_mla_latents_are_split_by_sequence_parallel_only() -> None:
     shape = ActivationShape(seq_len=4096, micro_batch_size=1, tp=8, sp=True)
-    latent = {t.name: t.bytes for t in mla_tensors(DEEPSEEK_V3, shape)}["key-value latent"]
+    by_name = {t.name: t.bytes for t in mla_tensors(DEEPSEEK_V3, shape)}
+    latent = by_name["key-value latent"] + by_name["key-value latent, normalised"]
     assert latent == 2 * 4096 / 8 * 512 * 2
 
 

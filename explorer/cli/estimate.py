@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import get_args
 
 from explorer.cli.args import (
     add_cluster,
@@ -22,6 +23,7 @@ from explorer.cli.args import (
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
+    ActivationRecipe,
     TrainingAssumptions,
     TrainingMemory,
     parallel_axes_in_words,
@@ -47,6 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--dropout", action="store_true", help="dropout masks (GPT setting)")
     group.add_argument(
+        "--activation-recipe",
+        choices=get_args(ActivationRecipe),
+        default=DEFAULT_TRAINING_ASSUMPTIONS.activation_recipe,
+        help="deepseek-v3: recompute norms and MLA up-projections, cache linear inputs in FP8 "
+        "and the MoE SwiGLU input (DeepSeek-V3 report sec. 3.2.3, 3.3.3)",
+    )
+    group.add_argument(
         "--headroom",
         type=float,
         default=DEFAULT_TRAINING_ASSUMPTIONS.headroom_fraction * 100,
@@ -62,6 +71,7 @@ def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
         flash_attention=args.attention == "flash",
         dropout=args.dropout,
         headroom_fraction=args.headroom / 100,
+        activation_recipe=args.activation_recipe,
     )
 
 

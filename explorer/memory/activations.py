@@ -10,8 +10,8 @@ policy (2 for bf16), masks 1, fp32 4. Every tensor is split by CP (local queries
 |---|---|---|---|---|
 | attention norm input | T_sp h | act | pre-attention norm | SP |
 | QKV / down-projection input | T_in h | act | QKV (MLA: q and kv down) projections | SP |
-| query latent, normalised (MLA) | 2 T_sp q_rank | act | q latent norm, q up-projection | SP |
-| kv latent, normalised (MLA) | 2 T_sp kv_rank | act | kv latent norm, kv up-projection | SP |
+| query latent; the same normalised (MLA) | T_sp q_rank each | act | q norm; q up-projection | SP |
+| kv latent; the same normalised (MLA) | T_sp kv_rank each | act | kv norm; kv up-projection | SP |
 | query | T a d / t | act | attention core | TP |
 | key, value | T k d / t each (MLA: a (d_nope+d_rope), a d_v) | act | attention core | TP |
 | q, k before QK-norm | T (a + k) d / t | act | per-head q/k norms | TP |
@@ -21,13 +21,14 @@ policy (2 for bf16), masks 1, fp32 4. Every tensor is split by CP (local queries
 | attention output | T a d_v / t | act | output projection | TP |
 | residual dropout masks (dropout on) | T_sp h, twice | 1 | dropout after attention, MLP | SP |
 | MLP norm input | T_sp h | act | pre-MLP norm | SP |
-| MLP input | T_in h | act | up/gate projection | SP |
+| MLP input | T_in h | act | up/gate projection (and router) | SP |
 | SwiGLU: gate and up, product | T 2f / t, T f / t | act | fused SwiGLU, down projection | TP |
 | SwiGLU eager: + silu(gate) | T f / t | act | gate x up product | TP |
 | GELU: activation input, output | T f / t each | act | GELU, down projection | TP |
 | router logits, routing probabilities | T_sp E, T_sp top-k | fp32 | router, combine | SP |
-| dispatched tokens, expert outputs | R h each | act | expert up/gate, combine | EP |
+| dispatched tokens | R h | act | expert up/gate projections | EP |
 | expert FFN (as the dense MLP) | R f_e / etp | act | expert SwiGLU / GELU | EP, ETP |
+| expert outputs (pytorch); permuted probabilities (megatron) | R h; R | act; fp32 | combine | EP |
 | shared experts (as the dense MLP) | T f_s / t | act | shared-expert MLP | TP |
 | final norm input, LM head input | T_sp h, T_in h | act | final norm, output projection | SP |
 | logits | T V / t | fp32 | vocab-parallel cross-entropy | TP |
@@ -37,20 +38,48 @@ this GPU receive. Source: Korthikanti et al. 2022 (arXiv:2205.05198) sec. 4 for 
 (34 s b h + 5 a s^2 b); the same bookkeeping applied to GQA, SwiGLU, MoE (Megatron-Core token
 dispatcher) and MLA (DeepSeek-V2 report, arXiv:2405.04434, sec. 2.1; Megatron-Core
 MultiLatentAttention, whose down-projections are duplicated over TP and work on T_sp tokens).
-The head, embedding, MTP and per-stage totals are in ``stage_activations.py``.
+Megatron-Core weights the expert activation by the routing probabilities (weighted SwiGLU) and
+unpermutes without them, so its combine keeps R fp32 probabilities, not R h expert outputs
+(``moe_probs_in_experts``). The head, embedding, MTP and per-stage totals are in
+``stage_activations.py``.
+
+DeepSeek-V3 recipe (``activation_recipe``; report arXiv:2412.19437): with
+``recompute_norms_and_mla_up_projection`` (sec. 3.2.3) every norm output (QKV / down-projection
+input, normalised latents, MLP input, LM head input, MTP projection input; with QK-norm q and k)
+and the MLA up-projection outputs (q, k, v) are dropped and a T_sp x d_rope RoPE key is kept
+to rebuild k. With ``fp8_activation_cache`` (sec. 3.3.3) only inputs of FP8 linear layers
+become E4M3 + 1 x 128 fp32 tile scales (1 + 4/128 bytes): QKV / down-projection input,
+normalised latents, the dense MLP input, dispatched tokens, down-projection inputs (SwiGLU
+product, GELU output) and the MTP projection input; the attention output becomes E5M6
+(1.5 + 4/128 bytes). Norm inputs (the residual stream), q, k, v (attention runs in bf16,
+sec. 3.3.1), SwiGLU / GELU inputs, the MoE MLP input (the router keeps bf16, sec. 3.3.1; the
+shared experts then save an FP8 copy), the LM head input (bf16 head) and fp32 tensors keep their
+dtype. With ``moe_swiglu_recompute`` (sec. 3.3.3 (2)) routed and shared experts keep gate and up
+in FP8 and drop the product. What the recipe drops, one block's backward rebuilds
+(``rebuilt_activation_bytes``).
 
 Left out: norm statistics (s b fp32 values), RoPE (fused kernels save nothing), the causal mask,
-token indices, all-to-all buffers and activation gradients alive during backward.
+token indices, all-to-all buffers, activation gradients alive during backward and the unweighted
+activation output an unfused probability-weighted activation keeps (GELU experts).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.attention import attention_core_tensors, gqa_tensors, mla_tensors
-from explorer.memory.frameworks import framework_behaviour
-from explorer.memory.tensors import FP32_BYTES, ActivationShape, LayerKind, SavedTensor, saved
+from explorer.memory.frameworks import activation_storage, framework_behaviour
+from explorer.memory.tensors import (
+    FP8_BYTES,
+    FP32_BYTES,
+    ActivationShape,
+    LayerKind,
+    SavedTensor,
+    linear_input_bytes,
+    saved,
+)
 from explorer.specs import ModelSpec, Recompute
 
 __all__ = [
@@ -66,6 +95,7 @@ __all__ = [
     "input_tokens",
     "mla_tensors",
     "moe_tensors",
+    "rebuilt_activation_bytes",
     "routed_tokens",
 ]
 
@@ -80,22 +110,33 @@ def input_tokens(x: ActivationShape, a: TrainingAssumptions) -> float:
 
 
 def ffn_tensors(
-    model: ModelSpec, tokens: float, width: float, act: float, label: str, fused: bool = True
+    model: ModelSpec,
+    tokens: float,
+    width: float,
+    act: float,
+    label: str,
+    fused: bool = True,
+    fp8: bool = False,
+    swiglu_recompute: bool = False,
 ) -> tuple[SavedTensor, ...]:
     """Saved tensors inside one MLP of ``width`` channels on ``tokens`` tokens, bytes.
 
     SwiGLU keeps gate and up (fused kernel, Megatron-Core bias_swiglu) and their product (down
     projection input); eager SwiGLU also silu(gate) (``fused`` False; measured:
     validation/results.json llama8b-bf16-pure-s4096-b1); GELU keeps its input and output
-    (Korthikanti et al. 2022: 8sbh + 8sbh).
+    (Korthikanti et al. 2022: 8sbh + 8sbh). ``fp8``: the down-projection input in FP8;
+    ``swiglu_recompute``: gate and up in FP8, the rest rebuilt (DeepSeek-V3 report sec. 3.3.3).
     """
+    down_in = linear_input_bytes(act, fp8)
     if model.ffn_kind != "swiglu":
         return (
             saved(f"{label} activation input", tokens * width, act, model.ffn_kind.upper()),
-            saved(f"{label} activation output", tokens * width, act, "down projection"),
+            saved(f"{label} activation output", tokens * width, down_in, "down projection"),
         )
     gate_up = 2 * tokens * width
-    product = saved(f"{label} SwiGLU product", tokens * width, act, "down projection")
+    if swiglu_recompute:
+        return (saved(f"{label} gate and up", gate_up, FP8_BYTES, "SwiGLU, recomputed"),)
+    product = saved(f"{label} SwiGLU product", tokens * width, down_in, "down projection")
     if fused:
         return (saved(f"{label} gate and up", gate_up, act, "fused SwiGLU"), product)
     return (
@@ -122,28 +163,65 @@ def moe_tensors(
     """Saved tensors of an MoE MLP after its input (router, routed and shared experts), bytes.
 
     Source: Megatron-Core MoELayer (router, all-to-all dispatcher permute and unpermute,
-    grouped experts, shared experts); Lepikhin et al. 2020, GShard (arXiv:2006.16668) sec. 2.2.
+    grouped experts with weighted SwiGLU, shared experts); Lepikhin et al. 2020, GShard
+    (arXiv:2006.16668) sec. 2.2; torchtitan MoE (scores applied to the expert outputs).
     """
     h, act, sp, fp32 = model.hidden_size, x.dtype_bytes, x.sp_tokens, a.router_logits_bytes
-    routed, fused = routed_tokens(model, x, a), framework_behaviour(a).fused_swiglu
-    expert_width = model.moe_intermediate_size / x.etp
+    behaviour, storage = framework_behaviour(a), activation_storage(a)
+    routed, fp8 = routed_tokens(model, x, a), storage.fp8_activation_cache
+    dispatched = linear_input_bytes(act, fp8)  # FP8 already on the wire (sec. 3.3.3)
+    experts = (behaviour.fused_swiglu, fp8, storage.moe_swiglu_recompute)
+    combine = (  # what the probabilities' gradient needs (see the module docstring)
+        saved("permuted probabilities", routed, fp32, "weighted SwiGLU")
+        if behaviour.moe_probs_in_experts
+        else saved("expert outputs", routed * h, act, "probability-weighted combine")
+    )
     out = [
         saved("router logits", sp * model.n_routed_experts, fp32, "router top-k"),
         saved("routing probabilities", sp * model.num_experts_per_tok, fp32, "combine"),
-        saved("dispatched tokens", routed * h, act, "expert up/gate projections"),
-        *ffn_tensors(model, routed, expert_width, act, "expert", fused),
-        saved("expert outputs", routed * h, act, "probability-weighted combine"),
+        saved("dispatched tokens", routed * h, dispatched, "expert up/gate projections"),
+        *ffn_tensors(model, routed, model.moe_intermediate_size / x.etp, act, "expert", *experts),
+        combine,
     ]
     if model.shared_ffn_size:
         width = model.shared_ffn_size / x.tp
-        out += ffn_tensors(model, x.tokens, width, act, "shared expert", fused)
+        out += ffn_tensors(model, x.tokens, width, act, "shared expert", *experts)
     return tuple(out)
 
 
 def _attention(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) -> list[SavedTensor]:
-    tokens = input_tokens(x, a)
-    projections = mla_tensors(model, x, tokens) if model.is_mla else gqa_tensors(model, x, tokens)
-    return [*projections, *attention_core_tensors(model, x, a)]
+    tokens, storage = input_tokens(x, a), activation_storage(a)
+    norm_in = x.sp_tokens * model.hidden_size
+    if model.is_mla:
+        projections = mla_tensors(model, x, tokens, storage)
+    else:
+        projections = gqa_tensors(model, x, tokens, storage)
+    return [
+        saved("attention norm input", norm_in, x.dtype_bytes, "pre-attention norm"),
+        *projections,
+        *attention_core_tensors(model, x, a),
+    ]
+
+
+def _mlp(
+    model: ModelSpec, kind: LayerKind, x: ActivationShape, a: TrainingAssumptions
+) -> list[SavedTensor]:
+    """The MLP sub-layer: norm input, the norm output the MLP reads, and the MLP's tensors."""
+    h, act, storage = model.hidden_size, x.dtype_bytes, activation_storage(a)
+    fp8, inputs = storage.fp8_activation_cache, input_tokens(x, a) * model.hidden_size
+    out = [saved("MLP norm input", x.sp_tokens * h, act, "pre-MLP norm")]
+    kept = not storage.recompute_norms_and_mla_up_projection  # the norm output is kept
+    if kind == "dense":
+        if kept:
+            out.append(saved("MLP input", inputs, linear_input_bytes(act, fp8), "up/gate"))
+        fused = framework_behaviour(a).fused_swiglu
+        width = model.intermediate_size / x.tp
+        return [*out, *ffn_tensors(model, x.tokens, width, act, "MLP", fused, fp8)]
+    if kept:
+        out.append(saved("MLP input", inputs, act, "router and shared-expert up/gate"))
+    if kept and fp8 and model.shared_ffn_size:  # the router keeps bf16 (DeepSeek-V3 sec. 3.3.1)
+        out.append(saved("shared expert input (FP8)", inputs, FP8_BYTES, "shared up/gate"))
+    return [*out, *moe_tensors(model, x, a)]
 
 
 @lru_cache(maxsize=1024)
@@ -154,26 +232,37 @@ def block_tensors(
 
     Source: Korthikanti et al. 2022 sec. 4.1 (norm inputs 4sbh, residual dropout masks 2sbh).
     """
-    h, act, sp = model.hidden_size, x.dtype_bytes, x.sp_tokens
-    fused = framework_behaviour(a).fused_swiglu
-    mlp = (
-        moe_tensors(model, x, a)
-        if kind == "moe"
-        else ffn_tensors(model, x.tokens, model.intermediate_size / x.tp, act, "MLP", fused)
-    )
-    out = [
-        saved("attention norm input", sp * h, act, "pre-attention norm"),
-        *_attention(model, x, a),
-        saved("MLP norm input", sp * h, act, "pre-MLP norm"),
-        saved("MLP input", input_tokens(x, a) * h, act, "MLP up/gate projections and router"),
-        *mlp,
-    ]
+    out = [*_attention(model, x, a), *_mlp(model, kind, x, a)]
     if a.dropout:
-        out.append(
-            saved("attention residual dropout mask", sp * h, a.dropout_mask_bytes, "dropout")
-        )
-        out.append(saved("MLP residual dropout mask", sp * h, a.dropout_mask_bytes, "dropout"))
+        sp_h = x.sp_tokens * model.hidden_size
+        out.append(saved("attention residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
+        out.append(saved("MLP residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
     return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def rebuilt_activation_bytes(
+    model: ModelSpec, kind: LayerKind, x: ActivationShape, a: TrainingAssumptions
+) -> float:
+    """Bytes the activation recipe rebuilds in one block's backward, per micro-batch on one GPU.
+
+    The tensors that ``recompute_norms_and_mla_up_projection`` and ``moe_swiglu_recompute`` drop
+    from the saved set, rebuilt in the activation dtype one sub-layer at a time (the MLP's
+    backward runs before the attention's): the larger sub-layer's. Source: DeepSeek-V3 report
+    (arXiv:2412.19437) sec. 3.2.3 and 3.3.3; Chen et al. 2016 (arXiv:1604.06174) sec. 3.
+    """
+    kept = replace(a, recompute_norms_and_mla_up_projection=False, moe_swiglu_recompute=False)
+    pairs = (
+        (_attention(model, x, a), _attention(model, x, kept)),
+        (_mlp(model, kind, x, a), _mlp(model, kind, x, kept)),
+    )
+    return max(_dropped_bytes(now, before, x.dtype_bytes) for now, before in pairs)
+
+
+def _dropped_bytes(now: list[SavedTensor], before: list[SavedTensor], act: float) -> float:
+    """Bytes, in the activation dtype, of the tensors in ``before`` that ``now`` no longer has."""
+    names = {t.name for t in now}
+    return sum(t.elements * act for t in before if t.name not in names)
 
 
 @lru_cache(maxsize=1024)

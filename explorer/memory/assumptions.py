@@ -17,6 +17,10 @@ from explorer.units import MiB
 Framework = Literal["megatron", "pytorch"]
 """Training framework whose memory behaviour is modelled (see ``explorer.memory.frameworks``)."""
 
+ActivationRecipe = Literal["standard", "deepseek-v3"]
+"""How saved activations are stored: every tensor in the activation dtype, or the DeepSeek-V3
+report's recomputation and FP8 caching (see ``explorer.memory.frameworks.ACTIVATION_RECIPES``)."""
+
 _NON_NEGATIVE = (
     "zero3_prefetch_layers",
     "grad_bucket_bytes",
@@ -133,6 +137,34 @@ class TrainingAssumptions:
     None follows the framework (megatron 0: fused multi-tensor Adam updates in place; pytorch 1:
     AdamW(foreach=True) allocates _foreach_sqrt(exp_avg_sq)). Source: measured:
     validation/results.json small-fp32-s1024-b1 (+4 B per parameter during the step)."""
+    moe_probs_in_experts: bool | None = None
+    """MoE routing probabilities multiply the experts' activation (weighted SwiGLU) instead of their
+    outputs, so the combine keeps no expert outputs for the probabilities' gradient. None follows
+    the framework (megatron yes: Megatron-Core TEGroupedMLP calls weighted_bias_swiglu_impl with
+    the permuted probabilities, whose WeightedSwiGLUFunction saves its input and the probabilities
+    only, and MoEAlltoAllTokenDispatcher unpermutes without probabilities; pytorch no: torchtitan's
+    DeepSeek-V3 multiplies the expert outputs by the scores, score_before_experts=False)."""
+    activation_recipe: ActivationRecipe = "standard"
+    """Preset of the three switches below. standard: every saved tensor in the activation dtype,
+    nothing recomputed but what ``Layout.recompute`` says. deepseek-v3: all three on, as the
+    DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.3 and 3.3.3 describe. A switch that is not
+    None overrides the recipe (``explorer.memory.frameworks.activation_storage``)."""
+    recompute_norms_and_mla_up_projection: bool | None = None
+    """Drop every RMSNorm output and the MLA up-projection outputs (q, k, v) from the saved set;
+    the backward rebuilds them from the saved norm inputs and latents (one block at a time, counted
+    as recompute working memory). None follows the recipe. Source: DeepSeek-V3 report sec. 3.2.3,
+    Recomputation of RMSNorm and MLA Up-Projection."""
+    fp8_activation_cache: bool | None = None
+    """Cache the inputs of FP8 linear layers in FP8 (E4M3, 1 byte, plus one fp32 scale per 1 x 128
+    tile: 1 + 4/128 bytes per element) and the attention-output projection's input in E5M6 (12 bits,
+    1.5 + 4/128 bytes); other tensors keep the activation dtype (list: ``activations.py``). None
+    follows the recipe. Source: DeepSeek-V3 report sec. 3.3.3, Low-Precision Activation; 1 x 128
+    tiles: sec. 3.3.2, Fine-Grained Quantization."""
+    moe_swiglu_recompute: bool | None = None
+    """MoE experts (routed and shared) cache their SwiGLU input (gate and up) in FP8 and recompute
+    its output in the backward instead of saving it. None follows the recipe. Source: DeepSeek-V3
+    report sec. 3.3.3, Low-Precision Activation (2); comparable Megatron-Core options:
+    --activation-func-fp8-input-store with --recompute-modules moe_act."""
 
     def __post_init__(self) -> None:
         for name in ("dropout_mask_bytes", "moe_imbalance", "router_logits_bytes"):
@@ -148,6 +180,11 @@ class TrainingAssumptions:
                 raise ValueError(f"{name} must be zero or more, got {getattr(self, name)!r}")
         if self.framework not in ("megatron", "pytorch"):
             raise ValueError(f"framework must be 'megatron' or 'pytorch', got {self.framework!r}")
+        if self.activation_recipe not in ("standard", "deepseek-v3"):
+            raise ValueError(
+                "activation_recipe must be 'standard' or 'deepseek-v3', "
+                f"got {self.activation_recipe!r}"
+            )
         for name in ("loss_backward_bytes_per_logit", "optimizer_step_temporaries"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -166,3 +203,6 @@ PYTORCH_ASSUMPTIONS = TrainingAssumptions(framework="pytorch")
 
 GPT_STYLE = TrainingAssumptions(flash_attention=False, dropout=True)
 """The setting of Korthikanti et al. 2022 Table 2: classic attention core and dropout masks."""
+
+DEEPSEEK_V3_ASSUMPTIONS = TrainingAssumptions(activation_recipe="deepseek-v3")
+"""Megatron-Core with the DeepSeek-V3 report's activation recipe (sec. 3.2.3 and 3.3.3)."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from explorer.memory.assumptions import TrainingAssumptions
+from explorer.memory.frameworks import activation_storage
 from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.units import GiB
 
@@ -177,6 +178,18 @@ def assumption_warnings(layout: Layout, a: TrainingAssumptions) -> tuple[str, ..
             "bookkeeping assumed for them"
         )
     return tuple(out)
+
+
+def storage_warnings(a: TrainingAssumptions, compute: str) -> tuple[str, ...]:
+    """Warnings about the activation recipe against the precision's GEMM dtype."""
+    # DeepSeek-V3 sec. 3.3.3 caches the inputs its FP8 GEMMs read anyway; with wider GEMMs the
+    # FP8 cache is a lossy round trip (Transformer Engine offers one; not what the report did).
+    if compute == "fp8" or not activation_storage(a).fp8_activation_cache:
+        return ()
+    return (
+        f"activations cached in FP8 while GEMMs run in {compute}: the backward dequantizes "
+        "them; DeepSeek-V3 pairs the FP8 cache with FP8 GEMMs (precision fp8-mixed)",
+    )
 
 
 def result_warnings(stage_totals: list[float], gpu: GpuSpec, heavy_ratio: float) -> tuple[str, ...]:

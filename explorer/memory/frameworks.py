@@ -4,6 +4,7 @@
 names override single behaviours (None follows the framework). The PyTorch entries were
 measured on torch 2.13 (validation/README.md, change requests CR-1 to CR-9); the Megatron
 entries follow Megatron-LM / Megatron-Core's source and Korthikanti et al. 2022.
+``TrainingAssumptions.activation_recipe`` picks one entry of ``ACTIVATION_RECIPES`` the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
 
-from explorer.memory.assumptions import Framework, TrainingAssumptions
+from explorer.memory.assumptions import ActivationRecipe, Framework, TrainingAssumptions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +37,8 @@ class FrameworkBehaviour:
     """More temporary bytes per local logit when the loss runs vocabulary-parallel (TP > 1)."""
     optimizer_step_temporaries: float
     """Adam-state-sized temporaries per local parameter during the optimizer step (CR-8)."""
+    moe_probs_in_experts: bool
+    """Routing probabilities weight the experts' activation; the combine saves no expert outputs."""
 
 
 MEGATRON = FrameworkBehaviour(
@@ -47,6 +50,7 @@ MEGATRON = FrameworkBehaviour(
     loss_backward_bytes_per_logit=None,  # tensor_parallel/cross_entropy.py: gradient in place
     loss_parallel_extra_bytes_per_logit=0.0,
     optimizer_step_temporaries=0.0,  # Apex / Transformer Engine FusedAdam: multi-tensor, in place
+    moe_probs_in_experts=True,  # Megatron-Core moe/experts.py TEGroupedMLP: weighted_bias_swiglu
 )
 """Megatron-LM / Megatron-Core (the default)."""
 
@@ -59,6 +63,7 @@ PYTORCH = FrameworkBehaviour(
     loss_backward_bytes_per_logit=8.0,  # measured: llama8b-bf16-pure-s4096-b1 (nll, log_softmax)
     loss_parallel_extra_bytes_per_logit=4.0,  # measured: llama8b-tp4-bf16-pure-s4096-b1
     optimizer_step_temporaries=1.0,  # measured: small-fp32-s1024-b1 (_foreach_sqrt(exp_avg_sq))
+    moe_probs_in_experts=False,  # torchtitan MoE: routed_output x top_scores after the experts
 )
 """PyTorch as torchtitan runs it: FSDP2, DTensor TP/SP with loss_parallel, foreach AdamW."""
 
@@ -75,6 +80,7 @@ _OVERRIDES = (
     "tp_full_embedding_grad",
     "loss_backward_bytes_per_logit",
     "optimizer_step_temporaries",
+    "moe_probs_in_experts",
 )
 
 
@@ -112,6 +118,11 @@ _SWITCH_WORDS = (
     ("fused_swiglu", "fused SwiGLU (3 FFN tensors)", "eager SwiGLU (4 FFN tensors)"),
     ("sp_saves_gathered_inputs", "SP saves gathered inputs", "SP saves shards"),
     (
+        "moe_probs_in_experts",
+        "MoE probabilities weight the expert activation",
+        "MoE combine keeps the expert outputs",
+    ),
+    (
         "tp_full_embedding_grad",
         "whole embedding gradient per TP rank",
         "vocab-split embedding grad",
@@ -129,3 +140,71 @@ def behaviour_in_words(b: FrameworkBehaviour) -> str:
     clauses.append(f"cross-entropy temporaries {loss} per logit (+{extra:g} B with TP)")
     clauses.append(f"{b.optimizer_step_temporaries:g} Adam-state copies during the step")
     return "; ".join(clauses)
+
+
+_STORAGE_SWITCHES = (
+    "recompute_norms_and_mla_up_projection",
+    "fp8_activation_cache",
+    "moe_swiglu_recompute",
+)
+"""The activation-storage switches, in ``TrainingAssumptions`` and ``ActivationStorage``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivationStorage:
+    """What the backward rebuilds and what is cached in FP8 (field docs: TrainingAssumptions)."""
+
+    recompute_norms_and_mla_up_projection: bool
+    fp8_activation_cache: bool
+    moe_swiglu_recompute: bool
+
+    @property
+    def any(self) -> bool:
+        """Whether any tensor is stored differently from the standard recipe."""
+        return any(getattr(self, name) for name in _STORAGE_SWITCHES)
+
+
+ACTIVATION_RECIPES: MappingProxyType[ActivationRecipe, ActivationStorage] = MappingProxyType(
+    {
+        "standard": ActivationStorage(
+            recompute_norms_and_mla_up_projection=False,
+            fp8_activation_cache=False,
+            moe_swiglu_recompute=False,
+        ),
+        "deepseek-v3": ActivationStorage(
+            recompute_norms_and_mla_up_projection=True,  # DeepSeek-V3 report sec. 3.2.3
+            fp8_activation_cache=True,  # sec. 3.3.3, Low-Precision Activation (and (1): E5M6)
+            moe_swiglu_recompute=True,  # sec. 3.3.3, Low-Precision Activation (2)
+        ),
+    }
+)
+"""Every activation recipe's switches, by ``TrainingAssumptions.activation_recipe``."""
+
+
+@lru_cache(maxsize=256)
+def activation_storage(a: TrainingAssumptions) -> ActivationStorage:
+    """The storage in force: the recipe's, with every switch that is not None applied."""
+    changes = {name: getattr(a, name) for name in _STORAGE_SWITCHES if getattr(a, name) is not None}
+    base = ACTIVATION_RECIPES[a.activation_recipe]
+    return replace(base, **changes) if changes else base
+
+
+def storage_in_words(s: ActivationStorage) -> str:
+    """The storage switches that are on, one clause each (for notes and the report)."""
+    clauses = (
+        (
+            "RMSNorm and MLA up-projection outputs recomputed",
+            s.recompute_norms_and_mla_up_projection,
+        ),
+        ("linear-layer inputs cached in FP8 (attention output in E5M6)", s.fp8_activation_cache),
+        ("MoE SwiGLU input cached in FP8, output recomputed", s.moe_swiglu_recompute),
+    )
+    return "; ".join(words for words, on in clauses if on) or "every tensor in the activation dtype"
+
+
+def storage_notes(a: TrainingAssumptions) -> tuple[str, ...]:
+    """A note on the activation recipe in force; none for the standard one."""
+    storage = activation_storage(a)
+    if not storage.any:
+        return ()
+    return (f"activation recipe {a.activation_recipe}: {storage_in_words(storage)}",)

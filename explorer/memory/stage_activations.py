@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explorer.memory.activations import block_activation_bytes, input_tokens
+from explorer.memory.activations import (
+    block_activation_bytes,
+    input_tokens,
+    rebuilt_activation_bytes,
+)
 from explorer.memory.assumptions import TrainingAssumptions
-from explorer.memory.tensors import ActivationShape, LayerKind, SavedTensor, saved
+from explorer.memory.frameworks import activation_storage
+from explorer.memory.tensors import (
+    ActivationShape,
+    LayerKind,
+    SavedTensor,
+    linear_input_bytes,
+    saved,
+)
 from explorer.partition import StagePlan
 from explorer.specs import ModelSpec, Recompute
 
@@ -23,12 +34,15 @@ def head_tensors(
 
     Source: Korthikanti et al. 2022 sec. 4.3: 4 s b h / t (1 + V / h) with SP; logits upcast
     to fp32 by Megatron-LM's vocab_parallel_cross_entropy (PyTorch: fp32 log-probs, measured).
+    Recomputed norms drop the LM head input; the head stays bf16 (DeepSeek-V3 sec. 3.3.1).
     """
     h, act = model.hidden_size, x.dtype_bytes
     logits = x.tokens * model.vocab_size / x.tp
+    head_in = saved("LM head input", input_tokens(x, a) * h, act, "output projection")
+    rebuilt = activation_storage(a).recompute_norms_and_mla_up_projection
     return (
         saved("final norm input", x.sp_tokens * h, act, "final norm"),
-        saved("LM head input", input_tokens(x, a) * h, act, "output projection"),
+        *(() if rebuilt else (head_in,)),
         saved("logits (fp32)", logits, a.loss_logits_bytes, "cross-entropy"),
     )
 
@@ -48,12 +62,19 @@ def mtp_activation_bytes(
     """Bytes the multi-token-prediction modules save per micro-batch on the last stage.
 
     Per module: two input norms and the 2h -> h projection input (4 T_sp h), one block, and its
-    own final norm, head and fp32 logits. Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 2.2.
+    own final norm, head and fp32 logits. Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 2.2;
+    the recipe rebuilds the projection input (sec. 3.2.3) or caches it in FP8 (sec. 3.3.3).
     """
     if not model.num_nextn_predict_layers:
         return 0.0
     kind: LayerKind = "moe" if model.is_moe_layer(model.num_hidden_layers) else "dense"
-    inputs = 4 * x.sp_tokens * model.hidden_size * x.dtype_bytes
+    storage, sp_h = activation_storage(a), x.sp_tokens * model.hidden_size
+    projection = (
+        0.0  # the concatenated norm outputs, rebuilt
+        if storage.recompute_norms_and_mla_up_projection
+        else linear_input_bytes(x.dtype_bytes, storage.fp8_activation_cache)
+    )
+    inputs = 2 * sp_h * x.dtype_bytes + 2 * sp_h * projection  # norm inputs + projection input
     block = block_activation_bytes(model, kind, x, a, recompute)
     head = sum(t.bytes for t in head_tensors(model, x, a))
     return model.num_nextn_predict_layers * (inputs + block + head)
@@ -64,15 +85,19 @@ def recompute_working_bytes(
 ) -> float:
     """Bytes one block rebuilds during its backward under recomputation (largest block kind).
 
-    Full: the whole block's tensors; selective: the attention core's (s^2 terms when classic).
-    Source: Chen et al. 2016 (arXiv:1604.06174) sec. 3; Korthikanti et al. 2022 sec. 5.
+    Full: the whole block's tensors; selective: the attention core's (s^2 terms when classic);
+    plus what the activation recipe rebuilds (``rebuilt_activation_bytes``). Source: Chen et al.
+    2016 (arXiv:1604.06174) sec. 3; Korthikanti et al. 2022 sec. 5.
     """
     kinds: list[LayerKind] = ["moe"] if plan.num_moe_layers else []
     kinds += ["dense"] if plan.num_dense_layers else []
-    if r == "none" or not kinds:
-        return 0.0
-    kept = {k: 0.0 if r == "full" else block_activation_bytes(model, k, x, a, r) for k in kinds}
-    return max(block_activation_bytes(model, k, x, a, "none") - kept[k] for k in kinds)
+
+    def rebuilt(k: LayerKind) -> float:
+        kept = 0.0 if r == "full" else block_activation_bytes(model, k, x, a, r)
+        layout = block_activation_bytes(model, k, x, a, "none") - kept if r != "none" else 0.0
+        return layout + rebuilt_activation_bytes(model, k, x, a)
+
+    return max((rebuilt(k) for k in kinds), default=0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,14 @@ from typing import Literal
 LayerKind = Literal["dense", "moe"]
 FP32_BYTES = 4.0
 """Bytes of an fp32 element (softmax statistics)."""
+TILE_SCALE_BYTES = FP32_BYTES / 128
+"""Per element, one fp32 scale per 1 x 128 activation tile. Source: DeepSeek-V3 report
+(arXiv:2412.19437) sec. 3.3.2, Fine-Grained Quantization."""
+FP8_BYTES = 1.0 + TILE_SCALE_BYTES
+"""Bytes per element of an activation cached in FP8 (E4M3) with its tile scales (sec. 3.3.3)."""
+E5M6_BYTES = 1.5 + TILE_SCALE_BYTES
+"""Bytes per element of the attention-output projection's input in E5M6 (12 bits), with its
+power-of-2 tile scales (DeepSeek-V3 report sec. 3.3.3, Low-Precision Activation (1))."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +65,13 @@ class ActivationShape:
 def saved(name: str, elements: float, nbytes: float, by: str, core: bool = False) -> SavedTensor:
     """A SavedTensor, positionally (keeps the tensor tables one line per tensor)."""
     return SavedTensor(name, elements, nbytes, by, core)
+
+
+def linear_input_bytes(act: float, fp8_cache: bool) -> float:
+    """Bytes per element of a saved FP8-linear input: E4M3 with its tile scales, or ``act``."""
+    return FP8_BYTES if fp8_cache else act
+
+
+def attention_output_bytes(act: float, fp8_cache: bool) -> float:
+    """Bytes per element of the attention output (output projection input): E5M6, or ``act``."""
+    return E5M6_BYTES if fp8_cache else act

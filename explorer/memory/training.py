@@ -22,8 +22,13 @@ from dataclasses import dataclass
 
 from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
 from explorer.memory.breakdown import CATEGORIES, MemoryBreakdown
-from explorer.memory.checks import assumption_warnings, layout_warnings, result_warnings
-from explorer.memory.frameworks import behaviour_in_words, framework_behaviour
+from explorer.memory.checks import (
+    assumption_warnings,
+    layout_warnings,
+    result_warnings,
+    storage_warnings,
+)
+from explorer.memory.frameworks import behaviour_in_words, framework_behaviour, storage_notes
 from explorer.memory.phases import Phase, PhaseMemory, StageParts, peak_of, stage_phases
 from explorer.memory.setting import TrainingSetting, fixed_overheads, nccl_parts
 from explorer.memory.stage_activations import StageActivations, stage_activations
@@ -243,6 +248,7 @@ def _notes(s: TrainingSetting) -> tuple[str, ...]:
         f"{policy.master_bytes:g}-byte master weights, {policy.optimizer_bytes:g}-byte Adam states",
         "activations: peak micro-batches in flight per stage from explorer.schedules' simulator",
         f"framework {a.framework}: {behaviour_in_words(s.behaviour)}",
+        *storage_notes(a),
         "each stage at its peak phase: the largest of backward start, one block's backward and "
         "the optimizer step (explorer.memory.phases)",
     )
@@ -273,6 +279,7 @@ def training_memory(
     domain = domain_size or gpu.scale_up_domain_size
     warnings = layout_warnings(model, layout, workload, s.microbatches, domain)
     warnings += assumption_warnings(layout, assumptions)
+    warnings += storage_warnings(assumptions, s.policy.compute)
     warnings += result_warnings(totals, gpu, assumptions.heavy_stage_ratio)
     return TrainingMemory(
         stages=stages,
