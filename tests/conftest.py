@@ -3,6 +3,10 @@ parallel sessions are slow and noisy; speed is measured by explorer.bench, not b
 
 from __future__ import annotations
 
+import os
+import shutil
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -14,3 +18,24 @@ settings.register_profile(
 settings.load_profile("explorer")
 
 # Browser fixtures (Playwright with Debian's chromium) go below this line.
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright's launch arguments, pointed at Debian's chromium (Playwright cannot
+    download its own browser here). Missing chromium skips the browser tests on a developer's
+    machine and fails them in CI (CI set), where .ci/run installs it."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        message = "chromium is not installed (apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI must run the browser tests")
+        pytest.skip(message)
+    return {**browser_type_launch_args, "executable_path": executable, "args": CHROMIUM_ARGS}

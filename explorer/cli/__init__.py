@@ -16,7 +16,15 @@ from typing import NoReturn
 
 import pydantic
 
-COMMANDS: tuple[str, ...] = ("params", "estimate", "schedule", "serve", "scaling")
+COMMANDS: tuple[str, ...] = (
+    "params",
+    "estimate",
+    "search",
+    "schedule",
+    "serve",
+    "report",
+    "scaling",
+)
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
 

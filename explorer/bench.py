@@ -1,0 +1,141 @@
+"""Benchmarks of the core's speed: ``python -m explorer.bench [--repeat N] [--only NAME]``.
+
+Each case is timed with ``time.perf_counter``: the first run (cold: caches of the core's
+modules empty, as after a slider move to a new shape) and the best of N runs (warm). The
+process pins itself to one CPU core where the platform allows it. Searches report the layouts
+they considered per second. Cases:
+- the mesh search for Llama 3.1 405B on 16,384 H100s (8 K tokens, 2,048 sequences per step,
+  the Llama 3 pre-training batch: Dubey et al. 2024, arXiv:2407.21783, sec. 3.4);
+- the mesh search for DeepSeek-V3 on 2,048 H800s (4 K tokens, 15,360 sequences, FP8: DeepSeek-V3
+  report, arXiv:2412.19437, sec. 3 and 4.2);
+- one estimate (Llama 3.1 405B, TP8 PP16 DP128);
+- one schedule simulation (interleaved 1F1B, P = 16, M = 256, V = 4);
+- training memory of Llama 3.1 70B and DeepSeek-V3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from explorer.estimate import estimate
+from explorer.memory import training_memory
+from explorer.presets import load_cluster, load_model
+from explorer.schedules import StageTimes, build_schedule, simulate
+from explorer.search import search
+from explorer.specs import Layout, TrainingWorkload
+
+LLAMA_WORKLOAD = TrainingWorkload(seq_len=8192, global_batch_size=2048)
+DEEPSEEK_WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed")
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """One case's timings, s, and the layouts a search considered."""
+
+    name: str
+    first_s: float
+    best_s: float
+    runs: int
+    layouts: int = 0
+
+    @property
+    def layouts_per_s(self) -> float:
+        return self.layouts / self.best_s if self.layouts else 0.0
+
+
+def timed(name: str, run: Callable[[], int], repeat: int) -> Timing:
+    """First and best-of-``repeat`` wall time of ``run`` (which returns layouts considered)."""
+    times, layouts = [], 0
+    for _ in range(max(repeat, 1)):
+        start = time.perf_counter()
+        layouts = run()
+        times.append(time.perf_counter() - start)
+    return Timing(name, times[0], min(times), len(times), layouts)
+
+
+def search_405b() -> int:
+    cluster = load_cluster("hgx-h100", 2048)
+    return search(load_model("llama-3.1-405b"), cluster, LLAMA_WORKLOAD).evaluated
+
+
+def search_deepseek() -> int:
+    cluster = load_cluster("h800-deepseek", 256)
+    return search(load_model("deepseek-v3"), cluster, DEEPSEEK_WORKLOAD).evaluated
+
+
+def one_estimate() -> int:
+    layout = Layout(tp=8, pp=16, dp=128, zero=1, recompute="selective")
+    estimate(load_model("llama-3.1-405b"), load_cluster("hgx-h100", 2048), layout, LLAMA_WORKLOAD)
+    return 0
+
+
+def one_simulation() -> int:
+    times = StageTimes.uniform(16, forward_s=1.0, backward_s=1.0, weight_s=1.0)
+    simulate(build_schedule("interleaved", 16, 256, 4), times)
+    return 0
+
+
+def memory_70b() -> int:
+    layout = Layout(tp=8, pp=4, dp=8, zero=1, recompute="selective")
+    training_memory(load_model("llama-3.1-70b"), load_cluster("hgx-h100", 32).gpu, layout,
+                    LLAMA_WORKLOAD)  # fmt: skip
+    return 0
+
+
+def memory_671b() -> int:
+    layout = Layout(tp=1, pp=16, dp=128, ep=64, zero=1, schedule="dualpipe", recompute="full")
+    gpu = load_cluster("h800-deepseek", 256).gpu
+    training_memory(load_model("deepseek-v3"), gpu, layout, DEEPSEEK_WORKLOAD)
+    return 0
+
+
+CASES: dict[str, tuple[Callable[[], int], int]] = {
+    "search llama-3.1-405b, 16384 x H100": (search_405b, 5),
+    "search deepseek-v3, 2048 x H800": (search_deepseek, 3),
+    "estimate llama-3.1-405b TP8 PP16 DP128": (one_estimate, 20),
+    "simulate interleaved P16 M256 V4": (one_simulation, 3),
+    "training_memory llama-3.1-70b": (memory_70b, 20),
+    "training_memory deepseek-v3 (671B)": (memory_671b, 20),
+}
+"""Name -> (case, default repeats)."""
+
+
+def pin_one_core() -> str:
+    """Pin this process to one CPU core where the platform allows it; say which."""
+    if not hasattr(os, "sched_setaffinity"):
+        return "not pinned (no sched_setaffinity)"
+    core = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {core})
+    return f"pinned to CPU {core}"
+
+
+def render(timings: list[Timing], pinned: str) -> str:
+    lines = [f"explorer.bench ({pinned}); first run cold, best of N warm", ""]
+    lines.append(f"{'case':<42} {'first':>10} {'best':>10} {'N':>3} {'layouts/s':>12}")
+    for t in timings:
+        rate = f"{t.layouts_per_s:,.0f}" if t.layouts else "-"
+        lines.append(
+            f"{t.name:<42} {t.first_s * 1e3:>8.1f}ms {t.best_s * 1e3:>8.1f}ms {t.runs:>3} "
+            f"{rate:>12}" + (f"  ({t.layouts:,} layouts)" if t.layouts else "")
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorer.bench", description=__doc__)
+    parser.add_argument("--repeat", type=int, help="runs per case (default: per case)")
+    parser.add_argument("--only", help="run the cases whose name contains this text")
+    args = parser.parse_args(argv)
+    pinned = pin_one_core()
+    chosen = {k: v for k, v in CASES.items() if args.only is None or args.only in k}
+    timings = [timed(name, run, args.repeat or n) for name, (run, n) in chosen.items()]
+    print(render(timings, pinned))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

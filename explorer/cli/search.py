@@ -1,0 +1,124 @@
+"""``search``: rank the training layouts of a model on N GPUs; list the rejected ones with reasons.
+
+``--mbs`` fixes the micro-batch (otherwise the search space's values are tried); the other
+search-space flags narrow or widen what is tried. ``--top K`` ranks the K fastest layouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import pandas as pd
+
+from explorer.cli.args import (
+    add_cluster,
+    add_model,
+    add_workload,
+    cluster_from,
+    model_from,
+    workload_from,
+)
+from explorer.mesh import SearchSpace
+from explorer.search import search
+from explorer.search.rows import LAYOUT_COLUMNS
+from explorer.specs import RECOMPUTES, SCHEDULES
+from explorer.units import GiB
+
+NAME = "search"
+HELP = "rank the training layouts of a model on N GPUs, with the rejected ones and why"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model(parser)
+    add_cluster(parser, gpus=True)
+    add_workload(parser)
+    parser.set_defaults(mbs=None)  # --mbs fixes the micro-batch; by default the space's values
+    group = parser.add_argument_group("search")
+    group.add_argument("--top", type=int, default=10, help="layouts to rank (default 10)")
+    group.add_argument("--zero-stages", type=int, nargs="+", choices=(0, 1, 2, 3))
+    group.add_argument("--mbs-values", type=int, nargs="+", help="micro-batch sizes to try")
+    group.add_argument("--recomputes", nargs="+", choices=RECOMPUTES)
+    group.add_argument("--schedules", nargs="+", choices=SCHEDULES)
+    group.add_argument("--max-virtual", type=int, help="most interleaved virtual stages")
+    group.add_argument("--cp-values", type=int, nargs="+", help="context-parallel degrees")
+    group.add_argument("--ep-values", type=int, nargs="+", help="expert-parallel degrees")
+    group.add_argument(
+        "--tp-across-nodes", action="store_true", help="allow TP beyond the scale-up domain"
+    )
+
+
+def space_from(args: argparse.Namespace) -> SearchSpace:
+    """The search space the flags ask for (defaults where a flag is absent)."""
+    chosen: dict[str, Any] = {
+        "zero_stages": args.zero_stages,
+        "micro_batch_sizes": (args.mbs,) if args.mbs is not None else args.mbs_values,
+        "recomputes": args.recomputes,
+        "schedules": args.schedules,
+        "max_virtual": args.max_virtual,
+        "cp_values": args.cp_values,
+        "ep_values": args.ep_values,
+    }
+    given: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in chosen.items() if v is not None
+    }
+    return SearchSpace(**given, tp_across_domain=args.tp_across_nodes)
+
+
+def _plain(value: object) -> object:
+    """A JSON-ready value: numpy scalars as Python numbers, NaN and NA as None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return list(value) if isinstance(value, tuple) else value
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows of a result DataFrame as JSON-ready dicts."""
+    return [{str(k): _plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def run(args: argparse.Namespace) -> dict:
+    model, workload = model_from(args), workload_from(args)
+    cluster = cluster_from(args, args.gpus)
+    result = search(
+        model, cluster, workload, num_gpus=args.gpus, space=space_from(args), ranked=args.top
+    )
+    by_kind = result.rejected.groupby("kind", observed=True)["num_layouts"].sum()
+    return {
+        "model": model.name,
+        "gpu": cluster.gpu.name,
+        "num_gpus": args.gpus,
+        "evaluated": result.evaluated,
+        "estimated": result.estimated,
+        "elapsed_s": result.elapsed_s,
+        "layouts": records(result.layouts),
+        "rejected": records(result.rejected),
+        "rejected_by_kind": {str(k): int(v) for k, v in by_kind.items()},
+    }
+
+
+def _layout_text(row: dict) -> str:
+    fields = " ".join(f"{k}={row[k]}" for k in LAYOUT_COLUMNS if k not in ("etp",))
+    return fields.replace("schedule=", "").replace("recompute=", "rc=")
+
+
+def render(result: dict) -> str:
+    lines = [
+        f"{result['model']} on {result['num_gpus']} x {result['gpu']}: "
+        f"{result['evaluated']:,} layouts considered, {result['estimated']} estimated "
+        f"in {result['elapsed_s']:.2f} s"
+    ]
+    if not result["layouts"]:
+        lines.append("  no layout fits and passes every rule")
+    for rank, row in enumerate(result["layouts"], start=1):
+        lines.append(
+            f"  #{rank:<3} {_layout_text(row):<70} step {row['step_time_s']:8.3f} s  "
+            f"MFU {100 * row['mfu']:5.1f}%  peak {row['peak_bytes'] / GiB:6.1f} GiB"
+        )
+    lines.append("  rejected (layouts by rule):")
+    for kind, count in sorted(result["rejected_by_kind"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {kind:<12} {count:>10,}")
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""Every named assumption behind a result, with its value and its source, as table rows.
+
+The words are the field docstrings written in the core's source (read once with ``ast``), so the
+report says what the code documents. A docstring's ``Source:`` sentence becomes the source
+column; one that calls itself an assumption is marked so; nested assumption groups (the
+estimate's ``memory``, ``compute``, ``comm``) are flattened to ``group.field`` names, the same
+keys the scenario's overrides use.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass, replace
+from functools import cache
+from types import MappingProxyType
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T")
+
+
+class AssumptionRow(NamedTuple):
+    """One assumption: its override key, value, what it means and where it comes from."""
+
+    name: str
+    value: object
+    meaning: str
+    source: str
+
+
+@cache
+def field_docs(cls: type) -> Mapping[str, str]:
+    """Field name -> the docstring written under it in ``cls``'s source ('' when none)."""
+    try:
+        tree = ast.parse(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, after in zip(body, [*body[1:], None], strict=True):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            text = ""
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                text = " ".join(str(after.value.value).replace("``", "").split())
+            docs[node.target.id] = text
+    return MappingProxyType(docs)
+
+
+def split_source(doc: str) -> tuple[str, str]:
+    """(meaning, source) of a field docstring: the text from ``Source:`` on is the source."""
+    head, marker, tail = doc.partition("Source:")
+    if marker:
+        return head.strip().rstrip("."), tail.strip()
+    if "assumption" in doc.lower():
+        return doc, "an assumption of this tool (reasoning in the meaning)"
+    return doc, "a modelling choice of this tool (references in the meaning)"
+
+
+def assumption_rows(values: object, prefix: str = "") -> list[AssumptionRow]:
+    """Rows for every field of the dataclass ``values``; nested dataclasses are flattened."""
+    if not is_dataclass(values) or isinstance(values, type):
+        raise TypeError(f"expected a dataclass instance, got {type(values).__name__}")
+    docs = field_docs(type(values))
+    rows: list[AssumptionRow] = []
+    for f in fields(values):
+        value = getattr(values, f.name)
+        name = f"{prefix}{f.name}"
+        if is_dataclass(value) and not isinstance(value, type):
+            rows += assumption_rows(value, f"{name}.")
+            continue
+        meaning, source = split_source(docs.get(f.name, ""))
+        rows.append(AssumptionRow(name, value, meaning, source))
+    return rows
+
+
+def with_overrides(base: T, overrides: Mapping[str, Any], prefix: str = "") -> T:
+    """``base`` with every ``group.field`` override that names one of its (nested) fields.
+
+    Keys that name no field are ignored (the scenario may carry overrides for another model).
+    """
+    changes: dict[str, Any] = {}
+    for f in fields(base):  # type: ignore[arg-type]
+        name, value = f"{prefix}{f.name}", getattr(base, f.name)
+        if is_dataclass(value) and not isinstance(value, type):
+            nested = with_overrides(value, overrides, f"{name}.")
+            if nested is not value:
+                changes[f.name] = nested
+        elif name in overrides:
+            changes[f.name] = overrides[name]
+    return replace(base, **changes) if changes else base  # type: ignore[type-var]

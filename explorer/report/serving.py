@@ -1,0 +1,151 @@
+"""The serving report's sections: the planner's answers, its layouts, rejections, what is left out.
+
+Every number comes from ``explorer.serving.plan_serving``; GiB = 2^30 bytes, ms = 10^-3 s.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+from explorer.report.tables import Section, Table
+from explorer.serving import LEAVES_OUT, ServingAssumptions, ServingEstimate, ServingPlan
+from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
+from explorer.units import GiB
+
+TOP = 8
+"""Layouts shown in the serving table (fitting first, then by tokens/s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServingCase:
+    """One serving scenario resolved to specs, with the planner's result."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    num_gpus: int
+    workload: ServingWorkload
+    assumptions: ServingAssumptions
+    plan: ServingPlan
+
+    @property
+    def best(self) -> ServingEstimate | None:
+        """The planner's first layout (fitting, most tokens/s), None when none is valid."""
+        return self.plan.layouts[0] if self.plan.layouts else None
+
+
+def workload_rows(w: ServingWorkload) -> list[tuple[str, object]]:
+    return [
+        ("prompt tokens per request", w.prompt_len),
+        ("output tokens per request", w.output_len),
+        ("sequences decoded together per replica", w.concurrency),
+        ("weights format", w.weights_dtype),
+        ("KV cache format", w.kv_dtype),
+    ]
+
+
+def summary_paragraphs(case: ServingCase) -> tuple[str, ...]:
+    best = case.best
+    head = (
+        f"Serving {case.model.name} on {case.num_gpus:,} × {case.cluster.gpu.name}: prompts of "
+        f"{case.workload.prompt_len:,} tokens, {case.workload.output_len:,} output tokens, "
+        f"{case.workload.concurrency} sequences per replica."
+    )
+    if best is None or not best.fits:
+        return (head, "No serving layout fits at this concurrency; see the rejections below.")
+    return (
+        head,
+        f"Best layout {best.layout.label}: {best.tokens_per_s:,.0f} output tokens/s, "
+        f"TTFT {best.ttft_s * 1e3:,.1f} ms, inter-token latency {best.itl_s * 1e3:,.2f} ms, "
+        f"{best.memory.total / GiB:,.1f} GiB per GPU.",
+    )
+
+
+def layouts_table(plan: ServingPlan) -> Table:
+    rows = [
+        {
+            "layout": e.layout.label,
+            "fits": e.fits,
+            "memory per GPU (GiB)": e.memory.total / GiB,
+            "max concurrency": e.max_concurrency,
+            "TTFT (ms)": e.ttft_s * 1e3,
+            "ITL (ms)": e.itl_s * 1e3,
+            "tokens/s": e.tokens_per_s,
+            "prefill bound": e.prefill.bound,
+            "decode bound": e.decode.bound,
+        }
+        for e in plan.layouts[:TOP]
+    ]
+    formats = {"tokens/s": "{:,.0f}", "TTFT (ms)": "{:,.1f}"}
+    note = "TP, PP, EP per replica × replicas; memory of the heaviest stage's GPU."
+    return Table("Serving layouts", pd.DataFrame(rows), formats, note)
+
+
+def rejected_groups(plan: ServingPlan) -> list[tuple[str, list[str]]]:
+    """Rejections grouped by the shape of their reason (numbers aside): (first reason, labels)."""
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for layout, reason in plan.rejected:
+        key = re.sub(r"\d+", "#", reason)
+        groups.setdefault(key, (reason, []))[1].append(layout.label)
+    return sorted(groups.values(), key=lambda g: -len(g[1]))
+
+
+def rejected_table(plan: ServingPlan) -> Table:
+    groups = rejected_groups(plan)
+    frame = pd.DataFrame(
+        {
+            "layouts rejected": [len(labels) for _, labels in groups],
+            "for example": [reason for reason, _ in groups],
+            "such as": [", ".join(labels[:3]) for _, labels in groups],
+        }
+    )
+    note = "Rejections with the same reason (numbers aside) share a row; the JSON lists each."
+    return Table("Rejected serving layouts", frame, note=note)
+
+
+def plan_section(case: ServingCase, answers: tuple[str, ...]) -> Section:
+    """The planner's answers in sentences, its best layouts, the rejected ones."""
+    tables = [layouts_table(case.plan)]
+    if case.plan.rejected:
+        tables.append(rejected_table(case.plan))
+    return Section(
+        "serving",
+        "Serving plan",
+        bullets=answers,
+        tables=tuple(tables),
+        figures=("serving_memory", "serving_frontier"),
+    )
+
+
+LEFT_OUT = f"Left out of the serving model: {LEAVES_OUT}."
+
+
+def serving_results(case: ServingCase, answers: tuple[str, ...]) -> dict[str, Any]:
+    """The plan as the ``serve`` command's JSON keys (bytes, seconds)."""
+    return {
+        "num_gpus": case.num_gpus,
+        "workload": asdict(case.workload),
+        "layouts": [_estimate_json(e) for e in case.plan.layouts],
+        "rejected": [
+            {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "replicas": lay.replicas, "reason": why}
+            for lay, why in case.plan.rejected
+        ],
+        "pareto": [asdict(p) for p in case.plan.pareto if p.pareto],
+        "answers": list(answers),
+        "leaves_out": LEAVES_OUT,
+    }
+
+
+def _estimate_json(e: ServingEstimate) -> dict[str, Any]:
+    lay = e.layout
+    return {
+        "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "replicas": lay.replicas,
+        "label": lay.label, "fits": e.fits, "reason": e.reason,
+        "weights_bytes": e.memory.weights, "kv_bytes_per_token": e.kv_bytes_per_token,
+        "total_bytes": e.memory.total, "bytes": e.memory.as_dict(),
+        "max_concurrency": e.max_concurrency, "ttft_s": e.ttft_s, "itl_s": e.itl_s,
+        "tokens_per_s": e.tokens_per_s, "warnings": list(e.warnings),
+    }  # fmt: skip

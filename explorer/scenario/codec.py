@@ -1,0 +1,199 @@
+"""The scenario as URL query parameters (flat keys) and as JSON, validated by pydantic.
+
+Query parameters are flat (``?model=deepseek-v3&seq=4096&tp=1``); a value that does not
+validate falls back to the default, with a message naming the key. Structured values (the
+uploaded config, assumption overrides) are JSON validated by pydantic, never pickle. Only values
+that differ from the defaults are written, so a link stays short.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, fields, replace
+from functools import cache
+from typing import Any, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
+
+from explorer.scenario.inputs import (
+    AssumptionValue,
+    ClusterInputs,
+    LayoutInputs,
+    ModelRef,
+    Scenario,
+    ServingInputs,
+    TrainingInputs,
+)
+
+_GROUPS: dict[str, type] = {
+    "model": ModelRef,
+    "training": TrainingInputs,
+    "cluster": ClusterInputs,
+    "layout": LayoutInputs,
+    "serving": ServingInputs,
+}
+QUERY_KEYS: Mapping[str, tuple[str, str]] = {
+    "workload": ("", "workload"),
+    "source": ("model", "source"),
+    "model": ("model", "preset"),
+    "size_b": ("model", "generic_params_b"),
+    "config": ("model", "config_json"),
+    "config_name": ("model", "config_name"),
+    "precision": ("training", "precision"),
+    "seq": ("training", "seq_len"),
+    "gbs": ("training", "global_batch_size"),
+    "gpu": ("cluster", "gpu"),
+    "gpus_per_node": ("cluster", "gpus_per_node"),
+    "nodes": ("cluster", "num_nodes"),
+    "intra_GBps": ("cluster", "intra_node_GBps"),
+    "inter_GBps": ("cluster", "inter_node_GBps"),
+    "oversub": ("cluster", "oversubscription"),
+    "dp": ("layout", "dp"),
+    "tp": ("layout", "tp"),
+    "pp": ("layout", "pp"),
+    "cp": ("layout", "cp"),
+    "ep": ("layout", "ep"),
+    "zero": ("layout", "zero"),
+    "recompute": ("layout", "recompute"),
+    "schedule": ("layout", "schedule"),
+    "virtual": ("layout", "virtual_stages"),
+    "sp": ("layout", "sequence_parallel"),
+    "mbs": ("layout", "micro_batch_size"),
+    "prompt": ("serving", "prompt_len"),
+    "output": ("serving", "output_len"),
+    "concurrency": ("serving", "concurrency"),
+    "weights": ("serving", "weights_dtype"),
+    "kv": ("serving", "kv_dtype"),
+    "assume": ("", "assumptions"),
+}
+"""URL key -> (group, field); group "" is a field of Scenario itself."""
+
+
+@cache
+def _adapter(group: str, name: str) -> TypeAdapter[Any]:
+    owner = _GROUPS.get(group, Scenario)
+    return TypeAdapter(get_type_hints(owner, include_extras=True)[name])
+
+
+def _get(scenario: Scenario, group: str, name: str) -> Any:
+    holder = getattr(scenario, group) if group else scenario
+    return getattr(holder, name)
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):  # assumption overrides: a JSON object
+        return json.dumps(dict(value), sort_keys=True, separators=(",", ":"))
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _decode(group: str, name: str, raw: str) -> Any:
+    if name == "assumptions":
+        mapping = TypeAdapter(dict[str, AssumptionValue]).validate_json(raw)
+        return _adapter(group, name).validate_python(tuple(sorted(mapping.items())))
+    if name.endswith("_GBps") and raw in ("", "none", "None"):
+        return None
+    adapter = _adapter(group, name)
+    try:
+        return adapter.validate_python(raw)
+    except ValidationError:
+        try:  # numbers in a Literal (the ZeRO stage) validate from their JSON form
+            return adapter.validate_json(raw)
+        except ValidationError:
+            pass
+        raise
+
+
+def to_query(scenario: Scenario) -> dict[str, str]:
+    """The URL query parameters of ``scenario``: one flat key per value that is not a default."""
+    default = Scenario()
+    out: dict[str, str] = {}
+    for key, (group, name) in QUERY_KEYS.items():
+        value = _get(scenario, group, name)
+        if value != _get(default, group, name):
+            out[key] = _encode(value)
+    return out
+
+
+def _first(value: str | list[str]) -> str:
+    return value[-1] if isinstance(value, list) else value
+
+
+def _reason(error: ValidationError) -> str:
+    return error.errors()[0]["msg"].rstrip(".")
+
+
+def from_query(params: Mapping[str, str | list[str]]) -> tuple[Scenario, list[str]]:
+    """The scenario a link describes, and a message for every value that was ignored.
+
+    Unknown keys are ignored silently (other tools add their own); a value that does not
+    validate keeps the default for that field and adds a sentence naming the key.
+    """
+    values: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS)}
+    messages: list[str] = []
+    for key, raw in params.items():
+        if key not in QUERY_KEYS:
+            continue
+        group, name = QUERY_KEYS[key]
+        text = _first(raw)
+        try:
+            values[group][name] = _decode(group, name, text)
+        except (ValidationError, ValueError) as error:
+            reason = _reason(error) if isinstance(error, ValidationError) else str(error)
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            messages.append(f"Ignored {key}={shown!r} from the link ({reason}); kept the default.")
+    return _assemble(values), messages
+
+
+def _assemble(values: dict[str, dict[str, Any]]) -> Scenario:
+    default = Scenario()
+    groups = {group: replace(getattr(default, group), **values[group]) for group in _GROUPS}
+    return replace(default, **values[""], **groups)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON (the report's "scenario" object, and the tests' round trip).
+
+_SCENARIO_ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
+
+
+def to_dict(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain JSON-able data (groups as objects, overrides as an object)."""
+    data = asdict(scenario)
+    data["assumptions"] = dict(scenario.assumptions)
+    return data
+
+
+def to_json(scenario: Scenario) -> str:
+    return json.dumps(to_dict(scenario), indent=2, sort_keys=True)
+
+
+def from_dict(data: Mapping[str, Any]) -> Scenario:
+    """The scenario in ``data``; ValueError with one sentence when it does not validate."""
+    if not isinstance(data, Mapping):
+        raise ValueError("A scenario must be a JSON object.")
+    data = dict(data)
+    overrides = data.get("assumptions", {})
+    if isinstance(overrides, Mapping):
+        data["assumptions"] = tuple(sorted(overrides.items()))
+    unknown = sorted(set(data) - {f.name for f in fields(Scenario)})
+    if unknown:
+        raise ValueError(f"The scenario has unknown keys: {', '.join(unknown)}.")
+    try:
+        return _SCENARIO_ADAPTER.validate_python(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"The scenario's {where} is invalid: {first['msg']}.") from None
+
+
+def from_json(text: str | bytes) -> Scenario:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"The scenario is not valid JSON ({error}).") from None
+    return from_dict(data)

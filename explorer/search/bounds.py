@@ -1,0 +1,264 @@
+"""Lower bounds on step time that let the search skip what cannot rank.
+
+In tiers; each bounds ``explorer.estimate``'s step time of every complete layout below a node
+of ``explorer.mesh``'s tree that passes the memory floors (``explorer.search.floor``; a node
+with none gets infinity, and the search rejects it as ``memory``):
+1. ``node_s`` (micro-batch known): the pipelined part is at least the ranks' mean busy time
+   (every micro-batch runs every part once, so busy time summed over ranks is M x the whole
+   model's cycle), at least the part holding the head, and, for GPipe, 1F1B and interleaved
+   1F1B (the estimate's bottleneck form), the ramp (``explorer.search.shapes``). Collectives
+   and the data-parallel tail enter as whole-model figures once the recompute policy is known;
+   open knobs (recompute, schedule, ZeRO) take their minimum over the choices whose memory
+   floors fit.
+2. ``pipeline_s`` (all known but ZeRO): per-part cycles from the functions the estimate uses,
+   data-parallel collectives left out; the bottleneck form itself (monotone in every cycle)
+   for closed-form schedules, else the arrival bound; plus the least mean tail.
+3. ``zero_s`` (complete, cheap): tier 1 with the layout's own data-parallel figures.
+4. ``leaf_s`` (complete): tier 2 plus data-parallel collectives and the exact tail: the
+   estimate's own step time for closed-form schedules, computed without the memory model.
+Whole-model figures bound sums over parts from below (``explorer.search.context``). Nothing
+here is a heuristic: tests check every tier against the estimate on sampled layouts (closed
+forms and simulator), and the ranked top against an exhaustive search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import product
+from typing import NamedTuple
+
+from explorer.comm import StageContext, stage_collectives
+from explorer.compute import PassTimes, StageWork, optimizer_step_s, pass_times
+from explorer.estimate import EstimateAssumptions
+from explorer.estimate.pipeline import bottleneck_makespan_s
+from explorer.estimate.stages import parts
+from explorer.memory.training import microbatch_count
+from explorer.mesh import LEAF, Candidate, Problem, to_layout, valid_pipelines
+from explorer.schedules import StageTimes
+from explorer.search.context import Contexts, exposed_s
+from explorer.search.floor import MemoryFloor
+from explorer.search.shapes import Unit, arrival_bound_s, pipelined_floor_s
+from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
+
+SAFETY = 1 - 1e-9
+"""Bounds are scaled by this so that rounding in sums never lifts them above the estimate."""
+
+FBW = tuple[float, float, float]
+"""(forward, backward, weight) seconds of one micro-batch on one part."""
+
+
+def _stage_times(rows: Sequence[Sequence[float]]) -> StageTimes:
+    return StageTimes(
+        forward_s=tuple(r[0] for r in rows),
+        backward_s=tuple(r[1] for r in rows),
+        weight_s=tuple(r[2] for r in rows),
+    )
+
+
+class _Parts(NamedTuple):
+    """Tier 2's part data: each part's work, and per distinct work its pass times and
+    (F, B, W) with the exposed non-data-parallel collectives."""
+
+    works: tuple[StageWork, ...]
+    timed: dict[StageWork, tuple[PassTimes, FBW]]
+
+
+def _fbw(work: StageWork, passes: PassTimes, ctx: StageContext) -> FBW:
+    """(F, B, W) of one part: compute plus the exposed TP, CP, EP and PP collectives."""
+    found = stage_collectives(work, passes, ctx)
+    axes = ("tp", "cp", "ep", "pp")
+    return (
+        passes.forward_s + exposed_s(found, axes, ("forward",)),
+        passes.backward_input_s + passes.recompute_s + exposed_s(found, axes, ("backward",)),
+        passes.weight_s,
+    )
+
+
+class Bounds:
+    """Lower bounds on step time and peak memory for subtrees of one problem, with caches."""
+
+    def __init__(
+        self, problem: Problem, assumptions: EstimateAssumptions, floor: MemoryFloor
+    ) -> None:
+        self.p, self.a, self.floor = problem, assumptions, floor
+        self.ctx = Contexts(problem, assumptions)
+        self._parts: dict[Candidate, _Parts] = {}
+        self._units: dict[tuple[int, int, int, int, int, Recompute], Unit] = {}
+        self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}
+
+    # ------------------------------------------------------------------ tier 1
+
+    def unit(self, tp: int, cp: int, ep: int, etp: int, mbs: int, rc: Recompute) -> Unit:
+        """Compute seconds of one micro-batch on one GPU: the whole model, the cheapest block
+        and the head (final norm, LM head, MTP modules) (cached)."""
+        key = (tp, cp, ep, etp, mbs, rc)
+        if key not in self._units:
+            layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs, recompute=rc)
+            compute, m = self.ctx.compute(layout), self.p.model
+            kinds = {m.is_moe_layer(i): i for i in range(m.num_hidden_layers)}
+            blocks = [
+                pass_times(self.ctx.work((i,), False, False), compute) for i in kinds.values()
+            ]
+            whole = pass_times(self.ctx.whole_model, compute)
+            head = pass_times(self.ctx.work((), False, True), compute)
+            self._units[key] = Unit(
+                whole_s=whole.forward_s + whole.backward_s,
+                block_s=min(b.forward_s + b.backward_s for b in blocks),
+                block_forward_s=min(b.forward_s for b in blocks),
+                head_s=head.forward_s + head.backward_s,
+            )
+        return self._units[key]
+
+    def _variants(self, c: Candidate) -> tuple[tuple[ScheduleName, int], ...]:
+        """The node's schedule, or the valid ones it leaves open (cached per pp, dp, mbs)."""
+        if c.schedule is not None:
+            return ((c.schedule, c.virtual or 1),)
+        key = (c.pp, c.dp, c.mbs)
+        if key not in self._pairs:
+            self._pairs[key] = valid_pipelines(self.p, c)
+        return self._pairs[key]
+
+    def _comm_s(self, c: Candidate) -> float:
+        """Whole-model exposed TP and CP (and EP where DualPipe cannot hide it) per
+        micro-batch of a node whose recompute policy is known."""
+        whole = self.ctx.whole_of(c)
+        hides = any(s == "dualpipe" for s, _ in self._variants(c))
+        return whole.model_s + (0.0 if hides else whole.expert_s)
+
+    def pipelined_floor_s(
+        self, c: Candidate, variant: tuple[ScheduleName, int], unit: Unit, m: int, comm: float
+    ) -> float:
+        """``explorer.search.shapes.pipelined_floor_s`` for node ``c``, s."""
+        closed = self.a.pipeline_model == "closed-form" or c.pp == 1
+        layers = self.p.model.num_hidden_layers
+        return pipelined_floor_s(variant, c.pp, layers, unit, m, comm, closed)
+
+    def _costs(self, c: Candidate, stages: Iterable[ZeroStage]) -> dict[int, tuple[float, float]]:
+        """Per ZeRO stage of a node whose recompute policy is known: (exposed data-parallel
+        seconds per micro-batch, mean tail), from whole-model figures."""
+        found = {z: self.ctx.data_of(c, z) for z in stages}
+        return {z: (d.per_microbatch_s, d.tail_s / c.pp) for z, d in found.items()}
+
+    def _policy_s(self, c: Candidate, comm: bool, memory: bool) -> float:
+        """Tier 1 for a node whose recompute policy is known, s (see ``node_s``)."""
+        variants, rc = self._variants(c), c.recompute or "none"
+        stages = [c.zero] if c.zero is not None else list(self.p.space.zero_stages)
+        least = {v: self.floor.least_zero(c, v, rc) if memory else 0 for v in variants}
+        stages = [z for z in stages if any(z >= least[v] for v in variants)]
+        if not stages:
+            return float("inf")
+        unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
+        exposed = self._comm_s(c) if comm else 0.0
+        costs = self._costs(c, stages) if comm else dict.fromkeys(stages, (0.0, 0.0))
+        m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        return min(
+            (
+                self.pipelined_floor_s(c, v, unit, m, exposed + costs[z][0]) + costs[z][1]
+                for v, z in product(variants, stages)
+                if z >= least[v]
+            ),
+            default=float("inf"),
+        )
+
+    def node_s(self, c: Candidate, comm: bool = True, memory: bool = True) -> float:
+        """Tier 1: lower bound on the step time of every complete layout under ``c`` (degrees
+        and micro-batch known) that passes the memory floors, s; infinity when none does.
+
+        ``comm`` False leaves out the collectives, ``memory`` False the memory floors (each
+        cheaper, looser).
+        """
+        policies: Iterable[Recompute] = [c.recompute] if c.recompute else self.p.space.recomputes
+        best = min(self._policy_s(c._replace(recompute=rc), comm, memory) for rc in policies)
+        return SAFETY * best
+
+    def zero_s(self, c: Candidate) -> float:
+        """Tier 3: a complete layout's tier-1 bound with its data-parallel collectives and
+        the mean tail (per-step collectives, optimizer step), s."""
+        plain = c.schedule != "dualpipe"
+        whole, data = self.ctx.whole_of(c, dualpipe=not plain), self.ctx.data_of(c, c.zero or 0)
+        comm = whole.model_s + data.per_microbatch_s + (whole.expert_s if plain else 0.0)
+        unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
+        m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        variant = (c.schedule or "1f1b", c.virtual or 1)
+        return SAFETY * (self.pipelined_floor_s(c, variant, unit, m, comm) + data.tail_s / c.pp)
+
+    # ------------------------------------------------------------------ tier 2
+
+    def _part_data(self, c: Candidate) -> _Parts:
+        """Per distinct part work: pass times and non-data-parallel F, B, W (cached; GPipe and
+        ZB-H1 share 1F1B's parts and collectives, and ZeRO does not change them)."""
+        same = c.schedule in ("gpipe", "zb-h1")
+        key = c._replace(zero=0, schedule="1f1b" if same else c.schedule)
+        if key not in self._parts:
+            layout = to_layout(key)
+            works = tuple(self.ctx.work(*part) for part in parts(self.p.model, layout))
+            compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
+            timed = {}
+            for work in set(works):
+                passes = pass_times(work, compute)
+                timed[work] = (passes, _fbw(work, passes, comm))
+            self._parts[key] = _Parts(works, timed)
+        return self._parts[key]
+
+    def _pipelined_s(self, layout: Layout, times: StageTimes) -> float:
+        """Closed forms where the estimate uses them, else the arrival bound, s."""
+        m = microbatch_count(layout, self.p.workload)
+        closed = self.a.pipeline_model == "closed-form"
+        if layout.pp == 1 or (closed and layout.schedule in ("gpipe", "1f1b", "interleaved")):
+            return bottleneck_makespan_s(times, m, layout.virtual_stages)
+        return arrival_bound_s(times, m, layout.schedule == "dualpipe", layout.virtual_stages)
+
+    def pipeline_s(self, c: Candidate) -> float:
+        """Tier 2: lower bound for a node whose fields are all known but the ZeRO stage, s."""
+        data = self._part_data(c)
+        times = _stage_times([data.timed[w][1] for w in data.works])
+        stages = [c.zero] if c.zero is not None else self.p.space.zero_stages
+        tail = min(t for _, t in self._costs(c, stages).values())
+        return SAFETY * (self._pipelined_s(to_layout(c._replace(zero=0)), times) + tail)
+
+    # ------------------------------------------------------------------ tier 4
+
+    def leaf_s(self, c: Candidate) -> float:
+        """Tier 4: a complete layout's step time; the estimate's own for closed-form schedules.
+
+        Tier 2's part times plus data-parallel collectives, and the slowest rank's tail
+        (DualPipe ranks hold two parts). Source: explorer.estimate.core.estimate.
+        """
+        data, layout = self._part_data(c), to_layout(c)
+        comm, compute = self.ctx.comm(layout), self.ctx.compute(layout)
+        full = {}
+        for work, (passes, (f, b, w)) in data.timed.items():
+            found = stage_collectives(work, passes, comm)
+            step = exposed_s(found, ("dp",), ("step",)) + optimizer_step_s(work, compute)
+            forward = f + exposed_s(found, ("dp",), ("forward",))
+            full[work] = (forward, b + exposed_s(found, ("dp",), ("backward",)), w, step)
+        rows = [full[w] for w in data.works]
+        tails = [r[3] for r in rows]
+        if layout.schedule == "dualpipe" and layout.pp > 1:
+            tails = [tails[r] + tails[-1 - r] for r in range(len(tails))]
+        return SAFETY * (self._pipelined_s(layout, _stage_times(rows)) + max(tails))
+
+    # ------------------------------------------------------------------ by depth
+
+    def cheap_s(self, depth: int, c: Candidate, parent_s: float) -> float:
+        """The bound a node is queued under when it is made. The mesh, expert and ZeRO levels
+        inherit their parent's (above the micro-batch level nearly every node is expanded
+        anyway); micro-batch nodes get compute-only tier 1, recompute nodes add the memory
+        floors, pipeline nodes the collectives (each cached by their parent's tightening)."""
+        if depth == LEAF or c.mbs is None:
+            return parent_s
+        deep = c.schedule is not None
+        bound = self.node_s(c, comm=deep, memory=c.recompute is not None)
+        return max(parent_s, bound)
+
+    def tight_s(self, depth: int, c: Candidate) -> float | None:
+        """The costlier bound computed when a node first reaches the front of the queue: tier 1
+        with memory floors at the micro-batch level and with collectives at the recompute
+        level, tier 2 at the pipeline level, tier 3 at the ZeRO level."""
+        if depth == LEAF:
+            return self.zero_s(c)
+        if depth == LEAF - 1:
+            return self.pipeline_s(c)
+        if c.mbs is None:
+            return None
+        return self.node_s(c, comm=c.recompute is not None)

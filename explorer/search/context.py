@@ -1,0 +1,160 @@
+"""The contexts ``explorer.estimate`` builds for a layout, and whole-model figures, cached.
+
+The search's bounds call the same compute and communication functions as the estimate, with
+the same contexts; this module builds those contexts once per distinct key. "Whole model"
+figures treat all blocks, the embedding and the head as one part: compute and collective
+times are linear in a part's FLOPs, layers and parameters and the hidden share of a collective
+is a minimum (concave), so whole-model figures bound the sum over parts from below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cached_property
+from typing import NamedTuple
+
+from explorer.comm import Collective, GroupPlacement, StageContext, place_group, stage_collectives
+from explorer.comm.data_parallel import dp_collectives
+from explorer.comm.topology import GroupName
+from explorer.compute import (
+    ComputeContext,
+    PassTimes,
+    StageWork,
+    optimizer_step_s,
+    pass_times,
+    stage_work,
+)
+from explorer.estimate import EstimateAssumptions
+from explorer.mesh import Candidate, Problem, to_layout
+from explorer.precision import precision_policy
+from explorer.specs import Layout, ZeroStage
+
+GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "pp", "dp_cp", "edp")
+"""Process groups whose collectives a part runs (explorer.comm)."""
+
+
+class Whole(NamedTuple):
+    """Seconds of one micro-batch through the whole model on one GPU, ZeRO aside."""
+
+    compute_s: float
+    """Forward, input and weight gradients and recompute."""
+    model_s: float
+    """Exposed TP and CP collectives."""
+    expert_s: float
+    """Exposed EP all-to-alls."""
+
+
+class Data(NamedTuple):
+    """Whole-model data-parallel seconds on one GPU under one ZeRO stage."""
+
+    per_microbatch_s: float
+    """Exposed collectives per micro-batch (ZeRO-2 and 3)."""
+    tail_s: float
+    """Exposed per-step collectives plus the optimizer step."""
+
+
+def exposed_s(
+    collectives: Iterable[Collective], axes: Iterable[str], phases: Iterable[str]
+) -> float:
+    """Exposed seconds of the collectives on ``axes`` in ``phases``."""
+    return sum(c.exposed_s for c in collectives if c.axis in axes and c.phase in phases)
+
+
+class Contexts:
+    """Compute and communication contexts of one problem's layouts, as the estimate builds them."""
+
+    def __init__(self, problem: Problem, assumptions: EstimateAssumptions) -> None:
+        self.p, self.a = problem, assumptions
+        self._groups: dict[tuple[int, ...], dict[str, GroupPlacement]] = {}
+        self._whole: dict[tuple[object, ...], Whole] = {}
+        self._data: dict[tuple[object, ...], Data] = {}
+        self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
+
+    @property
+    def moe_imbalance(self) -> float:
+        return self.a.memory.moe_imbalance if self.p.model.is_moe else 1.0
+
+    def compute(self, layout: Layout) -> ComputeContext:
+        """The compute context of ``layout`` (explorer.estimate.stages)."""
+        return ComputeContext(
+            model=self.p.model,
+            gpu=self.p.cluster.gpu,
+            layout=layout,
+            workload=self.p.workload,
+            assumptions=self.a.compute,
+            moe_imbalance=self.moe_imbalance,
+            flash_attention=self.a.memory.flash_attention,
+            dropout=self.a.memory.dropout,
+        )
+
+    def placements(self, layout: Layout) -> dict[str, GroupPlacement]:
+        """Placement of every group a part uses, cached per degrees."""
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
+        if key not in self._groups:
+            self._groups[key] = {g: place_group(g, self.p.cluster, layout) for g in GROUPS}
+        return self._groups[key]
+
+    def comm(self, layout: Layout) -> StageContext:
+        """The communication context of ``layout`` (explorer.estimate.stages.stage_context)."""
+        w = self.p.workload
+        return StageContext(
+            model=self.p.model,
+            layout=layout,
+            policy=precision_policy(w.precision, w.grad_dtype),
+            seq_len=w.seq_len,
+            groups=self.placements(layout),
+            assumptions=self.a.comm,
+            moe_imbalance=self.moe_imbalance,
+        )
+
+    def work(self, layers: tuple[int, ...], first: bool, last: bool) -> StageWork:
+        """A part's work (explorer.compute.stage_work with the estimate's FLOP convention)."""
+        causal = self.a.compute.causal_attention_flops
+        return stage_work(self.p.model, layers, self.p.workload.seq_len, first, last, causal)
+
+    @cached_property
+    def whole_model(self) -> StageWork:
+        return self.work(tuple(range(self.p.model.num_hidden_layers)), True, True)
+
+    def _layout(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Layout:
+        blank = c._replace(schedule="dualpipe" if dualpipe else None, virtual=None, zero=zero)
+        return to_layout(blank)
+
+    def _passes(self, c: Candidate) -> PassTimes:
+        """Whole-model pass times (ZeRO and schedule change no compute; cached)."""
+        key = (c.tp, c.cp, c.ep, c.etp, c.mbs, c.recompute)
+        if key not in self._pass_cache:
+            layout = self._layout(c, 0, False)
+            self._pass_cache[key] = pass_times(self.whole_model, self.compute(layout))
+        return self._pass_cache[key]
+
+    def whole_of(self, c: Candidate, dualpipe: bool = False) -> Whole:
+        """Whole-model compute and exposed TP, CP and EP seconds per micro-batch of a
+        candidate whose degrees, micro-batch and recompute are known (cached)."""
+        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
+        if key not in self._whole:
+            passes = self._passes(c)
+            found = stage_collectives(
+                self.whole_model, passes, self.comm(self._layout(c, 0, dualpipe))
+            )
+            mb = ("forward", "backward")
+            self._whole[key] = Whole(
+                compute_s=passes.forward_s + passes.backward_s,
+                model_s=exposed_s(found, ("tp", "cp"), mb),
+                expert_s=exposed_s(found, ("ep",), mb),
+            )
+        return self._whole[key]
+
+    def data_of(self, c: Candidate, zero: ZeroStage) -> Data:
+        """Whole-model data-parallel seconds of a candidate under ZeRO stage ``zero`` (cached;
+        explorer.comm.data_parallel and the optimizer step)."""
+        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, zero)
+        if key not in self._data:
+            layout = self._layout(c, zero, False)
+            found = dp_collectives(self.whole_model, self._passes(c), self.comm(layout))
+            step = exposed_s(found, ("dp",), ("step",))
+            self._data[key] = Data(
+                per_microbatch_s=exposed_s(found, ("dp",), ("forward", "backward")),
+                tail_s=step + optimizer_step_s(self.whole_model, self.compute(layout)),
+            )
+        return self._data[key]

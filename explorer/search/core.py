@@ -1,0 +1,226 @@
+"""Search: walk the candidate tree best first, estimate the survivors, rank them.
+
+Branch and bound over ``explorer.mesh``'s tree. Every node waits in one priority queue under a
+lower bound on the step time of the complete layouts below it that can fit
+(``explorer.search.bounds``, with the memory floors of ``explorer.search.floor``); a subtree
+with nothing that can fit is rejected as ``memory``. Popping the smallest, the search tightens
+a node's bound the first time it comes out (costlier tiers, computed only for nodes that reach
+the front), expands it into its children the second time (the rules of ``explorer.mesh``
+reject subtrees on the way), and for a complete layout checks the memory model and then runs
+the full ``explorer.estimate.estimate``. A fitting estimate re-enters the queue under its own
+step time, ties broken by spare memory (more first), and is ranked when it comes out again:
+everything still queued is bounded at least as slow, so the ranked layouts are exactly the
+fastest ones, in order, and each row is the estimate's own numbers. The search stops after
+``ranked`` layouts (None: all of them); what is still queued is listed as rejected, kind
+``slower``, with its bound.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAssumptions, estimate
+from explorer.memory import training_memory
+from explorer.mesh import (
+    LEAF,
+    ROOT,
+    Candidate,
+    Problem,
+    Rejection,
+    SearchSpace,
+    Tree,
+    from_layout,
+    to_layout,
+)
+from explorer.search.bounds import Bounds
+from explorer.search.floor import MemoryFloor
+from explorer.search.rows import layouts_frame, rejected_frame, rejection_row
+from explorer.specs import ClusterSpec, ModelSpec, TrainingWorkload
+from explorer.units import GiB
+
+DEFAULT_RANKED = 20
+"""Layouts ranked by default: enough for a table; the search stops once they are certain."""
+
+_LOOSE, _NODE, _STEP, _ROW = 0, 1, 2, 3
+"""Queue phases: a node under the bound it was made with, a node under its tightest bound, a
+complete layout under its step time without memory, a fitting estimate. At equal priority the
+earlier phase comes out first, so a row is ranked only once nothing queued can still tie with
+it or beat it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchResult:
+    """Ranked layouts, rejected ones with reasons, and what the search looked at."""
+
+    evaluated: int
+    """Complete layouts considered: ranked + every rejected row's ``num_layouts``."""
+    layouts: pd.DataFrame
+    """Ranked layouts, best (shortest step) first (``explorer.search.rows`` columns)."""
+    rejected: pd.DataFrame
+    """Rejected layouts and subtrees: layout fields (None = any), kind, reason, num_layouts."""
+    elapsed_s: float
+    """Wall time of the search, s."""
+    estimates: tuple[Estimate, ...]
+    """The estimate behind each ranked row, in rank order."""
+    problem: Problem
+    """What was searched (model, cluster, workload, GPUs, space)."""
+    assumptions: EstimateAssumptions
+    """The estimate's assumptions."""
+    estimated: int = 0
+    """Layouts given the full estimate (memory included)."""
+
+
+@dataclass(slots=True)
+class _Search:
+    """The queue and the tallies of one branch-and-bound search."""
+
+    tree: Tree
+    bounds: Bounds
+    assumptions: EstimateAssumptions
+    limit: float
+    queue: list[tuple[float, int, float, int, int, Any]] = field(default_factory=list)
+    ranked: list[Estimate] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    estimated: int = 0
+    _order: int = 0
+
+    def push(self, priority: float, phase: int, depth: int, item: Any, tie: float = 0.0) -> None:
+        self._order += 1
+        heapq.heappush(self.queue, (priority, phase, tie, self._order, depth, item))
+
+    def reject(self, rejections: list[Rejection]) -> None:
+        self.rejected += [rejection_row(r) for r in rejections]
+
+    def expand(self, depth: int, node: Candidate, bound: float) -> None:
+        """Push the children of ``node`` under their cheap bounds."""
+        passed, failed = self.tree.children(depth + 1, node)
+        self.reject(failed)
+        for child in passed:
+            self.push_node(depth + 1, child, self.bounds.cheap_s(depth + 1, child, bound), _LOOSE)
+
+    def push_node(self, depth: int, node: Candidate, bound: float, phase: int) -> None:
+        """Queue a node, or reject it when no layout under it passes the memory floors."""
+        if bound == float("inf"):
+            reason = "no ZeRO stage, schedule or recompute policy under it fits (memory floors)"
+            count = self.tree.leaves_below(node, depth) if depth < LEAF else 1
+            self.reject([Rejection(node, "memory", reason, count)])
+        else:
+            self.push(bound, phase, depth, node)
+
+    def tighten(self, depth: int, node: Candidate, bound: float) -> None:
+        """A node reaches the front for the first time: re-queue it under its tight bound."""
+        tight = self.bounds.tight_s(depth, node)
+        if tight is None:
+            self.settle(depth, node, bound)
+        else:
+            self.push_node(depth, node, max(bound, tight), _NODE)
+
+    def settle(self, depth: int, node: Candidate, bound: float) -> None:
+        """A node at the front under its tightest bound: expand it, or time a layout."""
+        if depth < LEAF:
+            self.expand(depth, node, bound)
+        else:
+            self.push(max(bound, self.bounds.leaf_s(node)), _STEP, depth, node)
+
+    def evaluate(self, node: Candidate) -> None:
+        """Memory first, then the full estimate: queue it as a row when it fits."""
+        p, layout = self.tree.problem, to_layout(node)
+        try:
+            memory = training_memory(
+                p.model, p.cluster.gpu, layout, p.workload, self.assumptions.memory,
+                domain_size=p.cluster.domain_size,
+            )  # fmt: skip
+            if memory.fits:
+                self.estimated += 1
+                e = estimate(p.model, p.cluster, layout, p.workload, self.assumptions)
+        except ValueError as error:  # a constraint of the core the rules do not know
+            self.reject([Rejection(node, "estimate", str(error), 1)])
+            return
+        if memory.fits:
+            self.push(e.step_time_s, _ROW, LEAF, e, tie=memory.peak_bytes - memory.gpu_bytes)
+            return
+        reason = (
+            f"needs {memory.peak_bytes / GiB:.1f} GiB on stage {memory.peak_stage}, "
+            f"more than the GPU's {memory.gpu_bytes / GiB:.1f} GiB"
+        )
+        extra = {"peak_bytes": memory.peak_bytes}
+        self.rejected.append(rejection_row(Rejection(node, "memory", reason, 1), extra))
+
+    def run(self) -> None:
+        self.expand(-1, ROOT, 0.0)
+        while self.queue and len(self.ranked) < self.limit:
+            priority, phase, _, _, depth, item = heapq.heappop(self.queue)
+            if phase == _ROW:
+                self.ranked.append(item)
+            elif phase == _STEP:
+                self.evaluate(item)
+            elif phase == _LOOSE:
+                self.tighten(depth, item, priority)
+            else:
+                self.settle(depth, item, priority)
+
+    def leftovers(self) -> None:
+        """List what is still queued as slower than the ranked layouts."""
+        last = self.ranked[-1].step_time_s if self.ranked else float("nan")
+        for priority, phase, _, _, depth, item in sorted(self.queue):
+            node = from_layout(item.layout) if phase == _ROW else item
+            count = 1 if depth == LEAF else self.tree.leaves_below(node, depth)
+            what = "its step time is" if phase == _ROW else "the step time is at least"
+            reason = (
+                f"not ranked: {what} {priority:.4g} s, slower than the "
+                f"{len(self.ranked)} ranked layouts (the last at {last:.4g} s)"
+            )
+            extra = {"step_time_s": priority}
+            self.rejected.append(rejection_row(Rejection(node, "slower", reason, count), extra))
+
+
+def search(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    *,
+    num_gpus: int | None = None,
+    space: SearchSpace | None = None,
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    ranked: int | None = DEFAULT_RANKED,
+) -> SearchResult:
+    """The ``ranked`` fastest layouts of ``model`` on ``num_gpus`` GPUs (None: every one).
+
+    Raises ValueError (one sentence) for a bad GPU count, search space or ``ranked``.
+    Source: module docstring (branch and bound over explorer.mesh; rows from
+    explorer.estimate).
+    """
+    start = time.perf_counter()
+    if ranked is not None and ranked < 1:
+        raise ValueError(f"ranked must be at least 1 (or None for all), got {ranked}")
+    gpus = cluster.world_size if num_gpus is None else num_gpus
+    problem = Problem(
+        model=model, cluster=cluster, workload=workload, num_gpus=gpus, space=space or SearchSpace()
+    )
+    run = _searcher(problem, assumptions, float("inf") if ranked is None else ranked)
+    run.run()
+    run.leftovers()
+    rejected = rejected_frame(run.rejected)
+    return SearchResult(
+        evaluated=len(run.ranked) + int(rejected["num_layouts"].sum()),
+        layouts=layouts_frame(run.ranked),
+        rejected=rejected,
+        elapsed_s=time.perf_counter() - start,
+        estimates=tuple(run.ranked),
+        problem=problem,
+        assumptions=assumptions,
+        estimated=run.estimated,
+    )
+
+
+def _searcher(problem: Problem, assumptions: EstimateAssumptions, limit: float) -> _Search:
+    """A search of ``problem`` with its bounds, floors and the memory rule at the ZeRO level."""
+    floor = MemoryFloor(problem, assumptions)
+    bounds = Bounds(problem, assumptions, floor)
+    tree = Tree(problem, {"zero": (("memory", floor.states_rule),)})
+    return _Search(tree, bounds, assumptions, limit)

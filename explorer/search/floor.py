@@ -1,0 +1,187 @@
+"""Lower bounds on a layout's peak memory per GPU, cheap enough to run before the estimate.
+
+The memory model (``explorer.memory``) takes a stage's peak as the largest of its phases; two
+of them give bounds that need no more than public pieces of that model:
+- the optimizer step holds every model state with every gradient. Summed over stages the
+  states do not depend on how the layers are split, so the stages' mean states (plus runtime
+  and reserve) bound the peak: ``states_bytes``, known once the ZeRO stage is.
+- the backward start holds each rank's saved activations, at least min(M, P - r)
+  micro-batches of them on rank r under every schedule (closed forms in
+  ``explorer.partition``: 1F1B's P - r is the fewest), with its weights, master weights and
+  optimizer states (the fullest rank), known per (schedule, recompute, ZeRO) choice;
+  ``least_zero`` finds the lowest ZeRO stage whose floors fit.
+Weights are counted as ZeRO-3 without a 16-bit shard would keep them (the fewest bytes any
+framework behaviour gives). Tests compare both with ``training_memory`` on sampled layouts.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from explorer.estimate import EstimateAssumptions
+from explorer.memory.activations import block_activation_bytes
+from explorer.memory.states import HeldParams, ModelStates, stage_model_states, stage_params
+from explorer.memory.tensors import ActivationShape
+from explorer.memory.training import fixed_overheads
+from explorer.mesh import Candidate, Problem
+from explorer.partition import pipeline_plan
+from explorer.precision import precision_policy
+from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
+from explorer.units import GiB
+
+SAFETY = 1 - 1e-9
+"""Bounds are scaled by this so that rounding never lifts them above the memory model."""
+
+
+class _Rank(NamedTuple):
+    """What one pipeline rank holds: parameters, dense and MoE blocks, chunk copies."""
+
+    held: HeldParams
+    dense: int
+    moe: int
+    copies: int
+
+
+class MemoryFloor:
+    """Peak-memory lower bounds for one problem's candidates, with caches."""
+
+    def __init__(self, problem: Problem, assumptions: EstimateAssumptions) -> None:
+        self.p, self.a = problem, assumptions
+        w = problem.workload
+        self.policy = precision_policy(w.precision, w.grad_dtype)
+        self.fixed = fixed_overheads(problem.cluster.gpu, assumptions.memory).total_bytes
+        self._held: dict[tuple[int, int, int, int, bool], HeldParams] = {}
+        self._rank_cache: dict[tuple[int, ...], list[tuple[int, _Rank]]] = {}
+        self._weight_cache: dict[tuple[object, ...], list[tuple[int, float, _Rank]]] = {}
+        self._blocks: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._fits: dict[tuple[object, ...], int] = {}
+        self._state_cache: dict[tuple[object, ...], ModelStates] = {}
+
+    def _states(self, held: HeldParams, c: Candidate, zero: int) -> ModelStates:
+        """Model states of ``held`` parameters, fewest bytes any framework keeps (cached)."""
+        key = (held, c.dp * c.cp, c.tp // (c.etp or 1), c.ep, zero)
+        if key not in self._state_cache:
+            edp = c.dp * c.cp * c.tp // ((c.ep or 1) * (c.etp or 1))
+            self._state_cache[key] = stage_model_states(
+                held, self.policy, zero, c.dp * c.cp, edp, keep_param_shard=False
+            )
+        return self._state_cache[key]
+
+    def _mean_held(self, c: Candidate, dualpipe: bool) -> HeldParams:
+        """Parameters per GPU averaged over the pipeline ranks: the same for any split, twice
+        as many under DualPipe (each rank holds two stages)."""
+        key = (c.tp, c.pp, c.ep or 1, c.etp or 1, dualpipe)
+        if key not in self._held:
+            name: ScheduleName = "dualpipe" if dualpipe else "1f1b"
+            layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], schedule=name)
+            total = HeldParams()
+            for plan in pipeline_plan(self.p.model, layout):
+                total = total + stage_params(self.p.model, layout, plan)
+            self._held[key] = total * (1 / c.pp)
+        return self._held[key]
+
+    def _states_floor(self, c: Candidate, dualpipe: bool, zero: ZeroStage) -> float:
+        states = self._states(self._mean_held(c, dualpipe), c, zero)
+        return SAFETY * (states.total_bytes + self.fixed)
+
+    def states_bytes(self, c: Candidate) -> float:
+        """Mean model states with gradients, runtime and reserve; ``c.zero`` known, bytes."""
+        return self._states_floor(c, c.schedule == "dualpipe" and c.pp > 1, c.zero or 0)
+
+    def _ranks(self, c: Candidate, virtual: int, dualpipe: bool) -> list[tuple[int, _Rank]]:
+        """Per distinct pipeline rank (the first of equal ones holds the most micro-batches):
+        its index, parameters, dense and MoE blocks and chunk copies (cached)."""
+        key = (c.tp, c.pp, c.ep or 1, c.etp or 1, virtual, dualpipe)
+        if key not in self._rank_cache:
+            name: ScheduleName = (
+                "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
+            )
+            layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
+                            schedule=name)  # fmt: skip
+            firsts: dict[_Rank, int] = {}
+            for r, plan in enumerate(pipeline_plan(self.p.model, layout)):
+                held = stage_params(self.p.model, layout, plan)
+                rank = _Rank(held, plan.num_dense_layers, plan.num_moe_layers, plan.copies)
+                firsts.setdefault(rank, r)
+            self._rank_cache[key] = [(r, rank) for rank, r in firsts.items()]
+        return self._rank_cache[key]
+
+    def _block_bytes(self, c: Candidate, rc: Recompute) -> tuple[float, float]:
+        """Saved activation bytes of one dense and one MoE block for one micro-batch."""
+        key = (c.tp, c.cp, c.etp or 1, c.mbs or 1, rc)
+        if key not in self._blocks:
+            self._blocks[key] = self._block_pair(c, rc)
+        return self._blocks[key]
+
+    def _block_pair(self, c: Candidate, rc: Recompute) -> tuple[float, float]:
+        shape = ActivationShape(
+            seq_len=self.p.workload.seq_len,
+            micro_batch_size=c.mbs or 1,
+            tp=c.tp,
+            sp=c.tp > 1,  # the search runs TP with sequence parallelism (explorer.mesh.to_layout)
+            cp=c.cp,
+            etp=c.etp or 1,
+            dtype_bytes=self.policy.activation_bytes,
+        )
+        m, a = self.p.model, self.a.memory
+        moe = block_activation_bytes(m, "moe", shape, a, rc) if m.is_moe else 0.0
+        return block_activation_bytes(m, "dense", shape, a, rc), moe
+
+    def _weights(
+        self, c: Candidate, virtual: int, dualpipe: bool, zero: ZeroStage
+    ) -> list[tuple[int, float, _Rank]]:
+        """Per distinct rank: its index, bytes of weights, master weights and optimizer states
+        (no gradients: the backward start may precede them), and its blocks (cached)."""
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, virtual, dualpipe, zero)
+        if key not in self._weight_cache:
+            found = []
+            for r, rank in self._ranks(c, virtual, dualpipe):
+                s = self._states(rank.held, c, zero)
+                found.append((r, s.parameters + s.master_weights + s.optimizer_states, rank))
+            self._weight_cache[key] = found
+        return self._weight_cache[key]
+
+    def _first(
+        self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute, zero: ZeroStage
+    ) -> float:
+        """The fullest rank at the backward start for one schedule, recompute and ZeRO stage:
+        weights, master weights, optimizer states and min(M, P - r) micro-batches of block
+        activations on rank r (every schedule's closed form holds at least that many)."""
+        dualpipe = variant[0] == "dualpipe" and c.pp > 1
+        dense, moe = self._block_bytes(c, rc)
+        count = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        most = max(
+            weights + min(count, c.pp - r) * (rank.dense * dense + rank.moe * moe) / rank.copies
+            for r, weights, rank in self._weights(c, variant[1], dualpipe, zero)
+        )
+        return most + self.fixed
+
+    def least_zero(self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute) -> int:
+        """The lowest ZeRO stage at which both floors of one (schedule, recompute) choice under
+        ``c`` (degrees and micro-batch known) leave room on the GPU; 4 when none does. Both
+        floors only fall as the ZeRO stage rises, and they see the schedule only through the
+        plan (virtual stages, DualPipe) (cached)."""
+        shape = (variant[1], variant[0] == "dualpipe" and c.pp > 1)
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, shape, rc)
+        if key not in self._fits:
+            self._fits[key] = next((z for z in (0, 1, 2, 3) if self._fits_at(c, variant, rc, z)), 4)
+        return self._fits[key]
+
+    def _fits_at(
+        self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute, zero: ZeroStage
+    ) -> bool:
+        dualpipe = variant[0] == "dualpipe" and c.pp > 1
+        need = max(
+            self._states_floor(c, dualpipe, zero), SAFETY * self._first(c, variant, rc, zero)
+        )
+        return need <= self.p.cluster.gpu.memory_bytes
+
+    def _reason(self, need: float, what: str) -> str | None:
+        have = self.p.cluster.gpu.memory_bytes
+        if need <= have:
+            return None
+        return f"{what} alone need at least {need / GiB:.1f} GiB of the GPU's {have / GiB:.1f} GiB"
+
+    def states_rule(self, p: Problem, c: Candidate) -> str | None:
+        """A rule for the ZeRO level: model states, runtime and reserve cannot fit."""
+        return self._reason(self.states_bytes(c), "model states, runtime and reserve")

@@ -1,0 +1,116 @@
+"""Pipeline shapes for the search's bounds: which blocks sit where, and floors on the pipelined
+part of a step that hold for every schedule's timing in ``explorer.estimate``.
+
+Pure functions of layer counts and seconds; ``explorer.search.bounds`` feeds them whole-model
+figures (``Unit``) or per-part times.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from itertools import accumulate
+from typing import NamedTuple
+
+from explorer.partition import balanced_chunk_sizes
+from explorer.schedules import StageTimes
+from explorer.specs import ScheduleName
+
+
+def arrival_bound_s(
+    times: StageTimes, microbatches: int, bidirectional: bool, virtual: int = 1
+) -> float:
+    """max over ranks of (forward chain before the rank's first micro-batch + busy time), s.
+
+    Every action on a rank waits, through its dependencies, for a forward that has run the
+    route up to that rank: chunk 0 of the ranks before it, each 1/V of its part's forward;
+    DualPipe's ranks are reached from both ends, each holding parts r and P-1-r for half the
+    micro-batches. Source: dependency rules of explorer.schedules.
+    """
+    zipped = zip(times.forward_s, times.backward_s, times.weight_s, strict=True)
+    cycles = [f + b + w for f, b, w in zipped]
+    before = [0.0, *accumulate(f / virtual for f in times.forward_s)]  # chunk 0 of parts < j
+    p, m = times.stages, microbatches
+    if not bidirectional:
+        return max(before[r] + m * cycles[r] for r in range(p))
+    return max(
+        min(before[r], before[p - 1 - r]) + m / 2 * (cycles[r] + cycles[p - 1 - r])
+        for r in range(p)
+    )
+
+
+@cache
+def chain_layers(num_layers: int, pp: int, virtual: int) -> tuple[int, ...]:
+    """Blocks on the first chunk of the ranks before rank r, for r = 0 .. pp - 1."""
+    sizes = balanced_chunk_sizes(num_layers, pp * virtual)
+    return tuple(accumulate(sizes[: pp - 1], initial=0))
+
+
+@cache
+def layers_ahead(num_layers: int, pp: int, virtual: int, dualpipe: bool) -> float:
+    """Blocks a first micro-batch passes before reaching a rank, averaged over the ranks.
+
+    Balanced split (explorer.partition); DualPipe ranks are reached from both ends.
+    """
+    before = chain_layers(num_layers, pp, virtual)
+    if not dualpipe:
+        return sum(before) / pp
+    return sum(min(before[r], before[pp - 1 - r]) for r in range(pp)) / pp
+
+
+@cache
+def first_stage_layers(num_layers: int, pp: int) -> int:
+    """Blocks on the first of ``pp`` balanced stages."""
+    return balanced_chunk_sizes(num_layers, pp)[0]
+
+
+@cache
+def last_rank_layers(num_layers: int, pp: int, virtual: int, dualpipe: bool) -> int:
+    """Blocks on the part holding the head: the last rank's chunks (DualPipe: last stage)."""
+    chunks = pp if dualpipe else pp * virtual
+    sizes = balanced_chunk_sizes(num_layers, chunks)
+    return sizes[-1] if dualpipe else sum(sizes[pp - 1 :: pp])
+
+
+class Unit(NamedTuple):
+    """Compute seconds of one micro-batch on one GPU at fixed degrees, recompute included."""
+
+    whole_s: float
+    """The whole model: every block, the embedding and the head."""
+    block_s: float
+    """The cheapest block (forward, backward, weight gradient, recompute)."""
+    block_forward_s: float
+    """The cheapest block's forward."""
+    head_s: float
+    """Final norm, LM head and multi-token-prediction modules."""
+
+
+def pipelined_floor_s(
+    variant: tuple[ScheduleName, int],
+    pp: int,
+    num_layers: int,
+    unit: Unit,
+    microbatches: int,
+    comm_s: float,
+    closed: bool,
+) -> float:
+    """Lower bound on the pipelined part of one schedule from whole-model figures, s.
+
+    Sum of part cycles S = whole + comm; the part holding the head has at least the head and
+    its blocks, H; each block's forward takes at least f. Closed forms (``closed``): the
+    bottleneck form M C_max + (S - C_max) / V with C_max >= max(S / P, H). ZB-H1 and the
+    simulator: the ranks' mean arrival plus busy time, or the last rank's. DualPipe: the mean,
+    or the ranks holding the head part (half the micro-batches each way).
+    Source: explorer.estimate.pipeline; ``arrival_bound_s``.
+    """
+    (schedule, v), p, layers, m = variant, pp, num_layers, microbatches
+    total = unit.whole_s + comm_s
+    last = last_rank_layers(layers, p, v, schedule == "dualpipe")
+    head = unit.head_s + last * unit.block_s
+    if schedule not in ("zb-h1", "dualpipe") and closed:
+        return (m - 1 / v) * max(total / p, head) + total / v
+    dualpipe = schedule == "dualpipe" and p > 1
+    mean = m * total / p + layers_ahead(layers, p, v, dualpipe) * unit.block_forward_s
+    if dualpipe:
+        first = first_stage_layers(layers, p) * unit.block_s
+        return max(mean, m / 2 * (head + first))
+    return max(mean, chain_layers(layers, p, v)[-1] * unit.block_forward_s + m * head)

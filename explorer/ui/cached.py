@@ -1,0 +1,400 @@
+"""Every ``st.cache_data`` wrapper of the app: core calls keyed on frozen specs and scenarios.
+
+Arguments are frozen dataclasses (hashed by value); results are plain frozen data. No widget
+is ever created in here. Core modules are imported on first use (``core``), so a page loads
+only the parts of the core it draws.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import replace
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import streamlit as st
+
+from explorer.counting import ParamCounts, active_param_counts, param_counts
+from explorer.flops import FlopsPerToken, forward_flops_per_token, model_flops_per_token
+from explorer.scenario import (
+    ClusterInputs,
+    ModelRef,
+    Overrides,
+    Scenario,
+    resolve_cluster,
+    resolve_model,
+)
+from explorer.specs import (
+    ClusterSpec,
+    Layout,
+    ModelSpec,
+    ScheduleName,
+    ServingWorkload,
+    TrainingWorkload,
+)
+from explorer.ui.assumptions import estimate_assumptions, serving_assumptions
+from explorer.ui.charts.style import Figure
+
+if TYPE_CHECKING:
+    from explorer.estimate import Estimate, StageTime
+    from explorer.memory import TrainingMemory
+    from explorer.report import Report
+    from explorer.scaling import ScalingSweep
+    from explorer.schedules import Timeline
+    from explorer.search import SearchResult
+    from explorer.serving import ServingPlan
+    from explorer.ui.charts.report import ReportFile
+
+MAX_ENTRIES = 256
+
+
+def core(module: str) -> ModuleType:
+    """``explorer.<module>``, imported on first use."""
+    return importlib.import_module(f"explorer.{module}")
+
+
+# ------------------------------------------------------------------------------ presets
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def model_choices() -> tuple[tuple[str, str], ...]:
+    """(preset id, display name) of every model preset, in index order."""
+    presets = core("presets")
+    return tuple((i, presets.model_entry(i).display_name) for i in presets.model_ids())
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def model_source(model_id: str) -> tuple[str, int, int | None]:
+    """(source URL, official total, official active) of a model preset."""
+    entry = core("presets").model_entry(model_id)
+    return entry.source, entry.official_total_params, entry.official_active_params
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def gpu_choices() -> tuple[tuple[str, str], ...]:
+    """(preset id, display name) of every GPU preset."""
+    presets = core("presets")
+    return tuple((i, presets.load_gpu(i).name) for i in presets.gpu_ids())
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def model(ref: ModelRef) -> ModelSpec:
+    """The model a reference names; ValueError / ConfigError (one sentence) when it cannot."""
+    return resolve_model(ref)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def cluster(shape: ClusterInputs) -> ClusterSpec:
+    return resolve_cluster(shape)
+
+
+# ------------------------------------------------------------------------------ model
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def params(spec: ModelSpec) -> tuple[ParamCounts, ParamCounts]:
+    """(all parameters, active per token) by component."""
+    return param_counts(spec), active_param_counts(spec)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def forward_flops(spec: ModelSpec, seq_len: int) -> FlopsPerToken:
+    """Forward FLOPs per token by part (causal attention, Megatron-LM convention)."""
+    return forward_flops_per_token(spec, seq_len)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def training_flops(spec: ModelSpec, seq_len: int) -> float:
+    """Model FLOPs per token of a training step (forward + backward), the MFU numerator."""
+    return model_flops_per_token(spec, seq_len)
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def training_memory(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+) -> TrainingMemory:
+    """explorer.memory.training_memory, with the scenario's assumption overrides."""
+    memory = core("memory")
+    with_overrides = core("report.assumptions").with_overrides
+    assumptions = with_overrides(memory.DEFAULT_TRAINING_ASSUMPTIONS, dict(overrides), "memory.")
+    return memory.training_memory(
+        model, cluster.gpu, layout, workload, assumptions, domain_size=cluster.domain_size
+    )
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def axis_roles(
+    model: ModelSpec, layout: Layout, workload: TrainingWorkload
+) -> tuple[tuple[str, int, str, str], ...]:
+    """(axis, degree, what it splits, what it replicates) of each parallel axis, in words."""
+    roles = core("memory").axis_roles(model, layout, workload)
+    return tuple((r.axis, r.degree, r.splits, r.replicates) for r in roles)
+
+
+# ------------------------------------------------------------------------------ step time
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def estimate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+) -> Estimate:
+    """explorer.estimate.estimate: memory, step time, exposed communication, MFU."""
+    module = core("estimate")
+    assumptions = estimate_assumptions(dict(overrides))
+    return module.estimate(model, cluster, layout, workload, assumptions)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def timeline(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+) -> Timeline:
+    """The estimate's pipeline simulated action by action (for the schedule diagram)."""
+    est = estimate(model, cluster, layout, workload, overrides)
+    return core("estimate").estimate_timeline(est)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def schedule_variants(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    names: tuple[ScheduleName, ...],
+) -> tuple[tuple[ScheduleName, Timeline | None, str], ...]:
+    """(schedule, timeline or None, reason it cannot run) of the layout under each schedule.
+
+    Interleaved keeps the layout's virtual stages when it has some, else takes 2 (its smallest
+    useful setting); the other schedules run with 1.
+    """
+    out: list[tuple[ScheduleName, Timeline | None, str]] = []
+    for name in names:
+        virtual = max(layout.virtual_stages, 2) if name == "interleaved" else 1
+        try:
+            variant = replace(layout, schedule=name, virtual_stages=virtual)
+            out.append((name, timeline(model, cluster, variant, workload, overrides), ""))
+        except ValueError as error:
+            out.append((name, None, str(error)))
+    return tuple(out)
+
+
+def pacing_part(est: Estimate) -> StageTime:
+    """The part whose cycle paces the pipeline (explorer.estimate.bottleneck_part)."""
+    return core("estimate").bottleneck_part(est.stages)
+
+
+# ------------------------------------------------------------------------------ figures
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def memory_chart(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+) -> Figure:
+    """The memory page's chart. Figures are cached as resources (shared, never copied):
+    unpickling a Plotly figure re-validates it, which costs as much as building it; the app
+    only reads them."""
+    from explorer.ui.charts.memory import training_memory_figure
+
+    memory = training_memory(model, cluster, layout, workload, overrides)
+    return training_memory_figure(memory, cluster.gpu.name)
+
+
+def pattern_microbatches(timeline: Timeline) -> int:
+    """Micro-batches enough to show a schedule's warm-up, steady state and cool-down: 2P (at
+    least 8, even for DualPipe), or all of them when the step has few."""
+    schedule = timeline.schedule
+    return min(schedule.microbatches, max(8, 2 * schedule.stages))
+
+
+def _pattern(timeline: Timeline, microbatches: int) -> Timeline:
+    """The same schedule and stage times with fewer micro-batches (a readable diagram); the
+    whole timeline when the schedule cannot run with that many."""
+    schedules = core("schedules")
+    s = timeline.schedule
+    if microbatches >= s.microbatches:
+        return timeline
+    try:
+        shorter = schedules.build_schedule(s.name, s.stages, microbatches, s.virtual)
+    except ValueError:
+        return timeline
+    return schedules.simulate(shorter, timeline.times)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def schedule_chart(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    microbatches: int,
+) -> Figure:
+    """The schedule diagram of the layout, drawn with ``microbatches`` micro-batches (the
+    whole step, or its pattern). Keyed on the specs: hashing a timeline of thousands of
+    actions would cost more than the figure."""
+    from explorer.ui.charts.schedule import schedule_figure
+
+    whole = timeline(model, cluster, layout, workload, overrides)
+    return schedule_figure(_pattern(whole, microbatches))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def schedule_comparison_chart(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    names: tuple[ScheduleName, ...],
+) -> Figure | None:
+    """The patterns of the layout under each schedule that can run it, stacked; None if none."""
+    from explorer.ui.charts.schedule import schedule_comparison_figure
+
+    variants = schedule_variants(model, cluster, layout, workload, overrides, names)
+    drawn = [_pattern(t, pattern_microbatches(t)) for _, t, _ in variants if t is not None]
+    return schedule_comparison_figure(drawn) if drawn else None
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """explorer.validation_data's comparison table and the categories it compares."""
+    data = core("validation_data")
+    return data.comparison_table(), tuple(data.COMPARED)
+
+
+# ------------------------------------------------------------------------------ serving
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def serving_plan(
+    model: ModelSpec, cluster: ClusterSpec, workload: ServingWorkload, overrides: Overrides
+) -> ServingPlan:
+    """explorer.serving.plan_serving over every GPU of the cluster."""
+    serving = core("serving")
+    assumptions = serving_assumptions(dict(overrides))
+    return serving.plan_serving(model, cluster, cluster.world_size, workload, assumptions)
+
+
+def serving_answers(plan: ServingPlan) -> tuple[str, ...]:
+    return core("serving").serving_answers(plan)
+
+
+def serving_leaves_out() -> str:
+    return core("serving").LEAVES_OUT
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def serving_charts(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: ServingWorkload,
+    overrides: Overrides,
+    layouts_drawn: int,
+) -> tuple[Figure | None, Figure | None]:
+    """(memory of the best ``layouts_drawn`` layouts, throughput-latency frontier); None where
+    the plan has nothing to draw."""
+    from explorer.ui.charts.serving import frontier_figure, memory_figure
+
+    plan = serving_plan(model, cluster, workload, overrides)
+    best = plan.layouts[:layouts_drawn]
+    memory = memory_figure(best, cluster.gpu.memory_bytes) if best else None
+    return memory, frontier_figure(plan.pareto) if plan.pareto else None
+
+
+# ------------------------------------------------------------------------------ search
+
+
+@st.cache_data(max_entries=16, show_spinner="Searching layouts…")
+def search(
+    model: ModelSpec, cluster: ClusterSpec, workload: TrainingWorkload, overrides: Overrides
+) -> SearchResult:
+    """explorer.search.search over every GPU of the cluster (the current layout is not an
+    input: picking a row does not search again)."""
+    module = core("search")
+    return module.search(
+        model, cluster, workload, assumptions=estimate_assumptions(dict(overrides))
+    )
+
+
+# ------------------------------------------------------------------------------ report
+
+
+@st.cache_data(max_entries=16, show_spinner="Building the report…")
+def report(scenario: Scenario, with_search: bool = False) -> Report:
+    """explorer.report.build_report; the serving plan and (when asked) the mesh search come
+    from this cache, so a search already run on the Meshes page is not run again."""
+    module = core("report")
+    model_spec, cluster_spec = model(scenario.model), cluster(scenario.cluster)
+    if scenario.workload == "serving":
+        plan = serving_plan(model_spec, cluster_spec, scenario.serving_spec(), scenario.assumptions)
+        return module.build_report(scenario, plan=plan)
+    if not with_search:
+        return module.build_report(scenario)
+    result = search(model_spec, cluster_spec, scenario.training_spec(), scenario.assumptions)
+    return module.build_report(scenario, search=result)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def report_file(scenario: Scenario, fmt: str, with_search: bool = False) -> ReportFile:
+    """The report rendered in one format (md, html, pdf, json); built on demand, once."""
+    return core("ui.charts.report").render_report(report(scenario, with_search), fmt)
+
+
+def report_file_name(scenario: Scenario, fmt: str) -> str:
+    return core("report.content").file_name(report(scenario), fmt)
+
+
+def report_mime(fmt: str) -> str:
+    return core("ui.charts.report").MIME[fmt]
+
+
+def pdf_available() -> bool:
+    return bool(core("report").pdf_available())
+
+
+def load_report(data: bytes) -> Scenario:
+    """The scenario a JSON report was made from; ValueError (one sentence) when malformed."""
+    return core("report").load_report_json(data)
+
+
+# ------------------------------------------------------------------------------ scaling
+
+
+@st.cache_data(max_entries=32, show_spinner="Sweeping GPU counts…")
+def scaling(
+    kind: str,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gpu_counts: tuple[int, ...],
+    workload: TrainingWorkload,
+    overrides: Overrides,
+) -> ScalingSweep:
+    """explorer.scaling's strong or weak sweep over ``gpu_counts`` on this node type."""
+    module = core("scaling")
+    sweep = module.strong_scaling if kind == "strong" else module.weak_scaling
+    return sweep(
+        model, cluster, gpu_counts, workload, assumptions=estimate_assumptions(dict(overrides))
+    )

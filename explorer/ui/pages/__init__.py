@@ -1,0 +1,140 @@
+"""One module per page. ``navigation`` lists them; ``run_page`` draws one behind a guard.
+
+Each page module has ``render(scenario)`` and, at its end, ``if __name__ == "__main__":
+run_page(__name__-less module name)``: ``st.navigation`` runs a page file as ``__main__``, and
+the guard imports the real module, so its functions are defined once per process.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.navigation.page import StreamlitPage
+
+from explorer.scenario import Scenario
+from explorer.ui import cached
+from explorer.ui.charts.style import CONFIG, Figure
+from explorer.ui.format import layout_label, sentence, tokens
+from explorer.ui.state import SCENARIO
+
+HERE = Path(__file__).resolve().parent
+LANDING = "_landing_page"
+"""Session-state key: the page to open after the workload changes (set by the sidebar)."""
+SHOWN = "_page_shown"
+"""Session-state key: the page drawn last (its name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PageInfo:
+    name: str
+    title: str
+    icon: str
+    workloads: tuple[str, ...]
+
+
+PAGES: tuple[PageInfo, ...] = (
+    PageInfo("model", "Model", ":material/account_tree:", ("training", "serving")),
+    PageInfo("memory", "Memory", ":material/memory:", ("training",)),
+    PageInfo("meshes", "Meshes", ":material/grid_view:", ("training",)),
+    PageInfo("pipeline", "Pipeline", ":material/view_timeline:", ("training",)),
+    PageInfo("communication", "Communication", ":material/lan:", ("training",)),
+    PageInfo("scaling", "Scaling", ":material/trending_up:", ("training",)),
+    PageInfo("serving", "Serving", ":material/bolt:", ("serving",)),
+    PageInfo("validation", "Validation", ":material/fact_check:", ("training", "serving")),
+    PageInfo("report", "Report", ":material/description:", ("training", "serving")),
+)
+
+
+def landing_after(workload: str, shown: str | None) -> str | None:
+    """The page to open when the workload becomes ``workload`` on page ``shown``: its main
+    page when ``shown`` does not exist for it, else None (stay)."""
+    pages = {info.name: info for info in PAGES}
+    if shown in pages and workload not in pages[shown].workloads:
+        return "serving" if workload == "serving" else "memory"
+    return None
+
+
+def navigation(scenario: Scenario, root: Path) -> StreamlitPage:
+    """The pages for the scenario's workload, as ``st.navigation`` over page files."""
+    pages = {
+        info.name: st.Page(
+            str((HERE / f"{info.name}.py").relative_to(root)),
+            title=info.title,
+            icon=info.icon,
+            url_path=info.name,
+            default=info.name == "model",
+        )
+        for info in PAGES
+        if scenario.workload in info.workloads
+    }
+    current = st.navigation(list(pages.values()), position="top")
+    landing = st.session_state.pop(LANDING, None)
+    if landing in pages and current.url_path != landing:
+        st.switch_page(pages[landing])  # the workload changed under a page it does not have
+    return current
+
+
+def run_page(name: str) -> None:
+    """Draw page ``name``; a core error becomes st.error with its sentence, never a traceback."""
+    scenario = st.session_state.get(SCENARIO) or Scenario()
+    st.session_state[SHOWN] = name
+    module = importlib.import_module(f"explorer.ui.pages.{name}")
+    try:
+        module.render(scenario)
+    except ValueError as error:  # ConfigError is a ValueError
+        st.error(sentence(error))
+    except Exception as error:
+        st.error(
+            f"This page could not be drawn ({type(error).__name__}: {sentence(error)}) "
+            "Your inputs are kept; change one and try again."
+        )
+
+
+def _gpu_name(gpu_id: str) -> str:
+    return dict(cached.gpu_choices()).get(gpu_id, gpu_id)
+
+
+def header(
+    title: str, scenario: Scenario, model_name: str = "", gpu_name: str = "", detail: str = ""
+) -> None:
+    """The page title and one line saying what is being estimated."""
+    st.subheader(title)
+    layout = scenario.layout
+    parts = [f"**{model_name}**"] if model_name else []
+    parts += [
+        f"{scenario.cluster.num_gpus:,} GPUs ({scenario.cluster.num_nodes:,} × "
+        f"{scenario.cluster.gpus_per_node} {gpu_name or _gpu_name(scenario.cluster.gpu)})",
+    ]
+    if scenario.workload == "training":
+        parts += [
+            layout_label(layout),
+            f"{tokens(scenario.training.seq_len)} tokens × {scenario.training.global_batch_size:,}"
+            f" sequences, micro-batch {layout.micro_batch_size}",
+            f"{'no' if layout.recompute == 'none' else layout.recompute} recompute, "
+            f"{layout.schedule}",
+        ]
+    st.caption(" · ".join([*parts, detail] if detail else parts))
+
+
+def chart(figure: Figure, key: str, *, theme: bool = False) -> None:
+    """A Plotly figure as built (its own colours and fonts); ``theme`` applies Streamlit's
+    theme, for builders that leave the styling to it."""
+    st.plotly_chart(figure, config=CONFIG, key=key, theme="streamlit" if theme else None)
+
+
+def opened(label: str, key: str) -> DeltaGenerator | None:
+    """An expander that reports whether it is open; its body is drawn only then (if it returns
+    a container), so a closed expander costs nothing on each rerun."""
+    box = st.expander(label, key=key, on_change="rerun")
+    return box if box.open else None
+
+
+def number_columns(columns: Iterable[str], fmt: str = "%.2f") -> dict[str, Any]:
+    """column_config formatting the given numeric columns (no pandas Styler: it is slow)."""
+    return {name: st.column_config.NumberColumn(format=fmt) for name in columns}

@@ -1,0 +1,235 @@
+"""Meshes: every valid layout ranked by step time; pick one to make it the current layout."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import streamlit as st
+
+from explorer.scenario import LayoutInputs, Scenario
+from explorer.ui import cached, inputs, sidebar
+from explorer.ui.charts.memory import stage_memory_figure
+from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
+from explorer.ui.format import gib, percent, seconds
+from explorer.ui.meshes_table import (
+    COLUMNS,
+    COMPARED,
+    FORMATS,
+    LAYOUT_FIELDS,
+    display,
+    label,
+    layout_of,
+)
+from explorer.ui.pages import chart, header, opened, run_page
+from explorer.units import GiB
+
+if TYPE_CHECKING:
+    from explorer.search import SearchResult
+
+TABLE_KEY = "meshes_table"
+MAX_REJECTED = 5000  # rows of the rejected list sent to the browser at once
+FILTERS = {"schedule": "Schedule", "zero": "ZeRO", "recompute": "Recompute", "tp": "TP"}
+
+
+def _filters(frame: pd.DataFrame) -> pd.DataFrame:
+    cols = st.columns(4)
+    picks: dict[str, list[Any]] = {}
+    for col, (field, title) in zip(cols, FILTERS.items(), strict=True):
+        options = sorted(frame[field].unique().tolist())
+        picks[field] = col.multiselect(title, options, key=f"meshes_filter_{field}")
+    shown = frame
+    for field, values in picks.items():
+        if values:
+            shown = shown[shown[field].isin(values)]
+    return shown
+
+
+def _on_pick(layouts: list[LayoutInputs]) -> None:
+    """The selection callback: make the picked row the current layout (before the rerun)."""
+    rows = st.session_state[TABLE_KEY].selection.rows
+    if rows and rows[0] < len(layouts):
+        sidebar.apply_layout(layouts[rows[0]])
+
+
+def _table(shown: pd.DataFrame, current: LayoutInputs) -> None:
+    layouts = [layout_of(row, current) for _, row in shown.iterrows()]
+    table = shown[list(COLUMNS)].rename(columns=COLUMNS)
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        key=TABLE_KEY,
+        on_select=lambda: _on_pick(layouts),
+        selection_mode="single-row",
+        column_config={
+            name: st.column_config.NumberColumn(format=fmt) for name, fmt in FORMATS.items()
+        },
+    )
+    st.caption(
+        "Click a row to make it the current layout on every page (the sidebar follows). "
+        "Click a header to sort."
+    )
+
+
+def _rejected(result: SearchResult) -> None:
+    rejected = result.rejected
+    st.markdown("#### Rejected layouts")
+    summary = (
+        rejected.groupby("kind", observed=True)["num_layouts"]
+        .agg(["sum", "count"])
+        .rename(columns={"sum": "layouts", "count": "rows"})
+        .sort_values("layouts", ascending=False)
+    )
+    st.dataframe(summary, width="stretch")
+    title = f"Every rejection with its reason ({len(rejected):,} rows)"
+    if box := opened(title, "meshes_rejected"):
+        kinds = summary.index.astype(str).tolist()
+        chosen = box.multiselect("Rule", kinds, key="meshes_rejected_kinds")
+        shown = rejected[rejected["kind"].astype(str).isin(chosen)] if chosen else rejected
+        columns = [*LAYOUT_FIELDS, "kind", "reason", "num_layouts"]
+        box.dataframe(
+            shown[columns].head(MAX_REJECTED).rename(columns={"num_layouts": "layouts"}),
+            hide_index=True,
+            width="stretch",
+        )
+        box.caption(
+            f"An empty field means any value: the rule rejected the whole subtree. "
+            f"The first {MAX_REJECTED:,} rows of the chosen rules are shown."
+        )
+
+
+def _selected_index() -> int:
+    """The row picked in the table (its position in the shown rows), or the best."""
+    state = st.session_state.get(TABLE_KEY)
+    rows = state.selection.rows if state is not None else []
+    return rows[0] if rows else 0
+
+
+def _explain(shown: pd.DataFrame, best: pd.Series) -> None:
+    """What limits the picked row, and what changes against the best layout."""
+    if shown.empty:
+        return
+    index = min(_selected_index(), len(shown) - 1)
+    row = shown.iloc[index]
+    st.markdown(f"#### {label(row)}")
+    step = row["step_time_s"]
+    shares = {name: row[column] / step for column, (name, _) in STEP_PARTS.items()}
+    limit = max(shares, key=shares.__getitem__)
+    st.markdown(
+        f"Its step is {', '.join(f'{percent(v)} {k}' for k, v in shares.items())}: "
+        f"**{limit}** limits it."
+    )
+    cols = st.columns(4)
+    same = row["rank"] == best["rank"]
+    cols[0].metric(
+        "Step time",
+        seconds(step),
+        None if same else f"{step - best['step_time_s']:+.3f} s vs #1",
+        delta_color="inverse",
+    )
+    cols[1].metric(
+        "Tokens/s",
+        f"{row['tokens_per_s']:,.0f}",
+        None if same else f"{row['tokens_per_s'] - best['tokens_per_s']:+,.0f} vs #1",
+    )
+    cols[2].metric(
+        "MFU",
+        percent(row["mfu"]),
+        None if same else f"{100 * (row['mfu'] - best['mfu']):+.1f} pts vs #1",
+    )
+    cols[3].metric(
+        "Peak memory per GPU",
+        gib(row["peak_bytes"]),
+        None if same else f"{(row['peak_bytes'] - best['peak_bytes']) / GiB:+.1f} GiB vs #1",
+        delta_color="inverse",
+    )
+    for warning in row["warnings"]:
+        st.caption(f"⚠ {warning[0].upper()}{warning[1:]}")
+
+
+@st.fragment  # choosing the two layouts reruns this panel only
+def _compare(frame: pd.DataFrame, gpu_name: str) -> None:
+    st.markdown("#### Two layouts side by side")
+    labels = [label(row) for _, row in frame.iterrows()]
+    left, right = st.columns(2)
+    a = left.selectbox("First", range(len(labels)), format_func=labels.__getitem__, key="cmp_a")
+    b = right.selectbox(
+        "Second",
+        range(len(labels)),
+        index=min(1, len(labels) - 1),
+        format_func=labels.__getitem__,
+        key="cmp_b",
+    )
+    first, second = frame.iloc[a], frame.iloc[b]
+    st.dataframe(
+        pd.DataFrame(
+            [
+                (label, fmt(first[c]), fmt(second[c]), fmt(second[c] - first[c], signed=True))
+                for label, c, fmt in COMPARED
+            ],
+            columns=["", f"#{a + 1}", f"#{b + 1}", "second − first"],
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    pair = [frame.iloc[a], frame.iloc[b]]
+    chosen = [labels[a], labels[b]]
+    chart(
+        step_breakdown_figure(
+            chosen,
+            {c: [r[c] for r in pair] for c in STEP_PARTS},
+            title="Where the step goes",
+        ),
+        "cmp_time",
+    )
+    memory_columns = [c for c in frame.columns if c.startswith("mem_") and c.endswith("_bytes")]
+    chart(
+        stage_memory_figure(
+            chosen,
+            {
+                c.removeprefix("mem_").removesuffix("_bytes"): [r[c] for r in pair]
+                for c in memory_columns
+            },
+            capacity_bytes=float(frame.iloc[0]["gpu_bytes"]),
+            gpu_name=gpu_name,
+            peak_index=0 if pair[0]["peak_bytes"] >= pair[1]["peak_bytes"] else 1,
+            title="Memory of each layout's peak stage",
+            x_title="layout",
+        ),
+        "cmp_memory",
+    )
+
+
+def render(scenario: Scenario) -> None:
+    case = inputs.search_case(scenario)
+    header("Meshes", scenario, case.model.name, case.cluster.gpu.name, "ranked by step time")
+    result = cached.search(case.model, case.cluster, case.workload, scenario.assumptions)
+    frame = display(result.layouts)
+    cols = st.columns(4)
+    cols[0].metric("Layouts considered", f"{result.evaluated:,}")
+    cols[1].metric("Fully estimated", f"{result.estimated:,}")
+    cols[2].metric("Ranked", f"{len(frame):,}")
+    cols[3].metric("Search time", seconds(result.elapsed_s))
+    if frame.empty:
+        st.error("No layout fits this model on this cluster; the rejected ones say why.")
+        _rejected(result)
+        return
+    shown = _filters(frame)
+    _table(shown, scenario.layout)
+    _explain(shown, frame.iloc[0])
+    chart(
+        step_breakdown_figure(
+            [label(row) for _, row in frame.head(10).iterrows()],
+            {c: frame.head(10)[c].tolist() for c in STEP_PARTS},
+            title="Where the step goes, best ten layouts",
+        ),
+        "meshes_steps",
+    )
+    _rejected(result)
+    if len(frame) >= 2:
+        _compare(frame, case.cluster.gpu.name)
+
+
+if __name__ == "__main__":
+    run_page("meshes")

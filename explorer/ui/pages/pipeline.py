@@ -1,0 +1,129 @@
+"""Pipeline: the current layout's schedule, simulated, with live activations per stage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import streamlit as st
+
+from explorer.scenario import Scenario
+from explorer.specs import SCHEDULES
+from explorer.ui import cached, inputs
+from explorer.ui.format import gib, percent, seconds
+from explorer.ui.pages import chart, header, number_columns, run_page
+from explorer.ui.sidebar import SCHEDULE_LABELS
+from explorer.units import GiB
+
+if TYPE_CHECKING:
+    from explorer.estimate import Estimate
+    from explorer.schedules import Timeline
+
+COMPARE_KEY = "pipeline_compare"
+DRAWN_KEY = "pipeline_drawn"
+
+
+def _stage_table(est: Estimate) -> pd.DataFrame:
+    rows = [
+        {
+            "part": part.stage,
+            "layers": len(part.layers),
+            "forward (ms)": part.forward_s * 1e3,
+            "backward (ms)": part.backward_s * 1e3,
+            "weight grad (ms)": part.weight_s * 1e3,
+            "cycle (ms)": part.cycle_s * 1e3,
+        }
+        for part in est.stages
+    ]
+    table = pd.DataFrame(rows).set_index("part")
+    memory = est.memory.stages
+    if len(memory) == len(table):  # DualPipe times 2P model parts on P ranks
+        table["peak memory (GiB)"] = [s.total_bytes / GiB for s in memory]
+        table["micro-batches held"] = [s.microbatches_in_flight for s in memory]
+    return table
+
+
+def _drawn(timeline: Timeline) -> int:
+    """Micro-batches to draw: the whole step, or its pattern (the person chooses)."""
+    whole = timeline.schedule.microbatches
+    few = cached.pattern_microbatches(timeline)
+    if few >= whole:
+        return whole
+    labels = {few: f"Pattern: {few} micro-batches", whole: f"Whole step: {whole} micro-batches"}
+    choice = st.segmented_control(
+        "Draw", list(labels), format_func=labels.__getitem__, key=DRAWN_KEY, default=few
+    )
+    return choice or few
+
+
+@st.fragment  # choosing schedules reruns this panel only
+def _comparison(scenario: Scenario, case: inputs.TrainingCase) -> None:
+    st.markdown("#### Schedules side by side")
+    st.caption(
+        "The same stage times under other schedules (interleaved with the layout's virtual "
+        "stages, or 2). Step figures are for the whole step; the diagrams show its pattern."
+    )
+    others = [] if scenario.layout.schedule == "1f1b" else ["1f1b"]
+    chosen = st.multiselect(
+        "Schedules",
+        SCHEDULES,
+        default=[scenario.layout.schedule, *others],
+        format_func=SCHEDULE_LABELS.__getitem__,
+        key=COMPARE_KEY,
+    )
+    variants = cached.schedule_variants(
+        case.model, case.cluster, case.layout, case.workload, scenario.assumptions, tuple(chosen)
+    )
+    rows = []
+    for name, timeline, reason in variants:
+        if timeline is None:
+            st.warning(f"{SCHEDULE_LABELS[name]} cannot run this layout: {reason}")
+            continue
+        rows.append(
+            {
+                "schedule": SCHEDULE_LABELS[name],
+                "pipeline time (s)": timeline.makespan_s,
+                "bubble": percent(timeline.bubble_fraction),
+                "most micro-batches held": max(timeline.peak_inflight),
+            }
+        )
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
+        figure = cached.schedule_comparison_chart(*specs, tuple(chosen))
+        if figure is not None:
+            chart(figure, "schedule_comparison", theme=True)
+
+
+def render(scenario: Scenario) -> None:
+    case = inputs.training_case(scenario)
+    header("Pipeline schedule", scenario, case.model.name, case.cluster.gpu.name)
+    est = cached.estimate(
+        case.model, case.cluster, case.layout, case.workload, scenario.assumptions
+    )
+    timeline = cached.timeline(
+        case.model, case.cluster, case.layout, case.workload, scenario.assumptions
+    )
+    cols = st.columns(4)
+    cols[0].metric("Micro-batches per step", f"{est.microbatches:,}")
+    cols[1].metric("Pipeline part of the step", seconds(est.pipeline.makespan_s))
+    cols[2].metric("Bubble", percent(est.bubble_fraction))
+    cols[3].metric("Peak memory per GPU", gib(est.memory.peak_bytes))
+    drawn = _drawn(timeline)
+    specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
+    chart(cached.schedule_chart(*specs, drawn), "schedule", theme=True)
+    st.caption(
+        f"Simulated action by action ({est.pipeline.method} timing for the step estimate). "
+        "Bars are forward (F), backward (B) and weight-gradient (W) passes, numbered by "
+        "micro-batch; the lower panel counts the activation sets each stage holds, which its "
+        "activation memory follows (peak memory per stage below)."
+    )
+    st.markdown("#### Per stage")
+    table = _stage_table(est)
+    floats = [c for c in table.columns if c != "layers"]
+    st.dataframe(table, width="stretch", column_config=number_columns(floats))
+    _comparison(scenario, case)
+
+
+if __name__ == "__main__":
+    run_page("pipeline")

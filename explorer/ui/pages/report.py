@@ -1,0 +1,112 @@
+"""Report: the current scenario as Markdown, HTML, PDF or JSON; a JSON report restores it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from explorer.scenario import Scenario
+from explorer.ui import cached, sidebar
+from explorer.ui.format import sentence
+from explorer.ui.pages import header, opened, run_page
+
+UPLOAD_KEY = "report_upload"
+SEARCH_KEY = "report_with_search"
+UPLOAD_ERROR = "_report_upload_error"
+UPLOAD_DONE = "_report_upload_done"
+LABELS = {"md": "Markdown", "html": "HTML", "pdf": "PDF", "json": "JSON"}
+HELP = {
+    "md": "Text with tables; figures are left out.",
+    "html": "One self-contained file with interactive charts (works offline, about 5 MB).",
+    "pdf": "For print: charts as images (needs WeasyPrint, and Chromium for the images).",
+    "json": "Every input and result; upload it below to restore this view.",
+}
+
+
+def _on_upload() -> None:
+    file = st.session_state.get(UPLOAD_KEY)
+    if file is None:
+        return
+    try:
+        scenario = cached.load_report(file.getvalue())
+    except ValueError as error:
+        st.session_state[UPLOAD_ERROR] = f"{file.name}: {sentence(error)}"
+        st.session_state.pop(UPLOAD_DONE, None)
+        return
+    st.session_state.pop(UPLOAD_ERROR, None)
+    st.session_state[UPLOAD_DONE] = f"Restored the scenario of {file.name}."
+    sidebar.apply(scenario)
+
+
+def _restore() -> None:
+    st.markdown("#### Restore a scenario")
+    st.file_uploader(
+        "Upload a JSON report made by this tool",
+        type=["json"],
+        key=UPLOAD_KEY,
+        on_change=_on_upload,
+    )
+    if st.session_state.get(UPLOAD_ERROR):
+        st.error(st.session_state[UPLOAD_ERROR])
+    elif st.session_state.get(UPLOAD_DONE):
+        st.success(st.session_state[UPLOAD_DONE])
+
+
+def _deferred(scenario: Scenario, fmt: str, with_search: bool) -> Callable[[], bytes]:
+    """The report's bytes, made when the button is clicked (HTML and PDF take seconds)."""
+    return lambda: cached.report_file(scenario, fmt, with_search).data
+
+
+def _downloads(scenario: Scenario, with_search: bool) -> None:
+    pdf = cached.pdf_available()
+    cols = st.columns(4)
+    for col, fmt in zip(cols, LABELS, strict=True):
+        with col:
+            st.download_button(
+                f"Download {LABELS[fmt]}",
+                data=_deferred(scenario, fmt, with_search),
+                file_name=cached.report_file_name(scenario, fmt),
+                mime=cached.report_mime(fmt),
+                key=f"download_{fmt}",
+                icon=":material/download:",
+                disabled=fmt == "pdf" and not pdf,
+                on_click="ignore",
+                width="stretch",
+            )
+            st.caption(HELP[fmt] if pdf or fmt != "pdf" else "Unavailable: WeasyPrint is missing.")
+
+
+def _report(scenario: Scenario) -> None:
+    with_search = scenario.workload == "training" and st.toggle(
+        "Rank the layout against the mesh search",
+        value=True,
+        key=SEARCH_KEY,
+        help="Runs the Meshes page's search (seconds; instant when it has run already) and "
+        "adds the best layouts and where yours stands.",
+    )
+    report = cached.report(scenario, with_search)
+    st.markdown(f"**{report.title}**")
+    for paragraph in report.section("summary").paragraphs:
+        st.markdown(paragraph)
+    _downloads(scenario, with_search)
+    st.caption("Sections: " + " · ".join(s.title for s in report.sections))
+    if box := opened("Preview (Markdown)", "report_preview"):
+        box.markdown(cached.report_file(scenario, "md", with_search).data.decode())
+
+
+def render(scenario: Scenario) -> None:
+    try:
+        name = cached.model(scenario.model).name
+    except ValueError:
+        name = ""  # the error is shown below, next to the restore
+    header("Report", scenario, name)
+    try:
+        _report(scenario)
+    except ValueError as error:  # the scenario cannot be estimated: restoring one still works
+        st.error(sentence(error))
+    _restore()
+
+
+if __name__ == "__main__":
+    run_page("report")

@@ -1,0 +1,107 @@
+"""Serving: which layouts fit, their latency and throughput, and the Pareto frontier."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import streamlit as st
+
+from explorer.scenario import Scenario
+from explorer.ui import cached, inputs
+from explorer.ui.format import seconds
+from explorer.ui.pages import chart, header, run_page
+from explorer.units import GiB
+
+if TYPE_CHECKING:
+    from explorer.serving import ServingEstimate, ServingPlan
+
+MEMORY_LAYOUTS = 8  # layouts drawn in the memory chart (the best by tokens/s; the table: all)
+
+
+def _row(e: ServingEstimate) -> dict[str, object]:
+    return {
+        "layout": e.layout.label,
+        "TP": e.layout.tp,
+        "PP": e.layout.pp,
+        "EP": e.layout.ep,
+        "replicas": e.layout.replicas,
+        "fits": e.fits,
+        "weights (GiB/GPU)": e.memory.weights / GiB,
+        "KV cache (GiB/GPU)": e.memory.kv_cache / GiB,
+        "KV per token (KiB)": e.kv_bytes_per_token / 1024,
+        "max sequences": e.max_concurrency,
+        "TTFT (ms)": e.ttft_s * 1e3,
+        "ITL (ms)": e.itl_s * 1e3,
+        "output tokens/s": e.tokens_per_s,
+        "tokens/s per GPU": e.tokens_per_s_per_gpu,
+        "decode bound": e.decode.bound,
+        "why not": e.reason,
+    }
+
+
+def _table(plan: ServingPlan) -> None:
+    table = pd.DataFrame([_row(e) for e in plan.layouts])
+    fmt = st.column_config.NumberColumn
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "weights (GiB/GPU)": fmt(format="%.1f"),
+            "KV cache (GiB/GPU)": fmt(format="%.1f"),
+            "KV per token (KiB)": fmt(format="%.1f"),
+            "TTFT (ms)": fmt(format="%.1f"),
+            "ITL (ms)": fmt(format="%.2f"),
+            "output tokens/s": fmt(format="%.0f"),
+            "tokens/s per GPU": fmt(format="%.1f"),
+        },
+    )
+    if plan.rejected:
+        with st.expander(f"{len(plan.rejected)} layouts rejected, with reasons"):
+            st.dataframe(
+                pd.DataFrame(
+                    [{"layout": lay.label, "reason": reason} for lay, reason in plan.rejected]
+                ),
+                hide_index=True,
+                width="stretch",
+            )
+
+
+def render(scenario: Scenario) -> None:
+    case = inputs.serving_case(scenario)
+    load = scenario.serving
+    header(
+        "Serving",
+        scenario,
+        case.model.name,
+        case.cluster.gpu.name,
+        f"{load.prompt_len:,} prompt + {load.output_len:,} output tokens, "
+        f"{load.concurrency} sequences per replica, weights {load.weights_dtype}, "
+        f"KV {load.kv_dtype}",
+    )
+    plan = cached.serving_plan(case.model, case.cluster, case.workload, scenario.assumptions)
+    fitting = [e for e in plan.layouts if e.fits]
+    cols = st.columns(4)
+    cols[0].metric("Layouts that fit", f"{len(fitting)} of {len(plan.layouts)}")
+    if fitting:
+        best = fitting[0]
+        cols[1].metric("Most tokens/s", f"{best.tokens_per_s:,.0f}", help=best.layout.label)
+        cols[2].metric("Its ITL", seconds(best.itl_s))
+        cols[3].metric("Its TTFT", seconds(best.ttft_s))
+    for answer in cached.serving_answers(plan):
+        st.markdown(f"- {answer}")
+    memory, frontier = cached.serving_charts(
+        case.model, case.cluster, case.workload, scenario.assumptions, MEMORY_LAYOUTS
+    )
+    if memory is not None:
+        chart(memory, "serving_memory")
+    if frontier is not None:
+        chart(frontier, "serving_frontier")
+    st.markdown("#### Every layout (best first)")
+    _table(plan)
+    st.caption(f"Left out of the serving model: {cached.serving_leaves_out()}.")
+
+
+if __name__ == "__main__":
+    run_page("serving")

@@ -1,0 +1,55 @@
+"""Model, meshes and validation figures: units in the axis titles, exact values in the hover."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.counting import active_param_counts, param_counts
+from explorer.presets import load_model
+from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
+from explorer.ui.charts.model import flops_figure, params_figure
+from explorer.ui.charts.validation import category_figure, measured_vs_estimated_figure
+from explorer.units import GiB
+
+
+def test_parameters_are_drawn_in_billions_with_exact_counts_in_the_hover():
+    model = load_model("deepseek-v3")
+    total, active = param_counts(model).as_dict(), active_param_counts(model).as_dict()
+    fig = params_figure(total, active)
+    every, per_token = fig.data
+    assert "Routed experts" in every.y
+    index = list(every.y).index("Routed experts")
+    assert every.x[index] == pytest.approx(total["routed_experts"] / 1e9)
+    assert per_token.customdata[index] == active["routed_experts"]
+    assert "billions" in fig.layout.xaxis.title.text
+
+
+def test_flops_are_drawn_in_gflop_per_token():
+    fig = flops_figure({"mlp": 2e9, "router": 0.0}, seq_len=4096)
+    assert list(fig.data[0].y) == ["Dense MLP"]  # zero parts are left out
+    assert fig.data[0].x[0] == pytest.approx(2.0)
+    assert "GFLOP" in fig.layout.xaxis.title.text and "4,096" in fig.layout.title.text
+
+
+def test_the_step_breakdown_stacks_the_four_parts_in_seconds():
+    parts = {column: [1.0, 2.0] for column in STEP_PARTS}
+    fig = step_breakdown_figure(["#1", "#2"], parts, title="t")
+    assert [t.name for t in fig.data] == [name for name, _ in STEP_PARTS.values()]
+    assert fig.layout.barmode == "stack"
+    assert fig.layout.xaxis.title.text == "time per optimizer step (s)"
+
+
+def test_measured_against_estimated_has_the_identity_line_and_signed_errors():
+    fig = measured_vs_estimated_figure(["a", "b"], [1 * GiB, 2 * GiB], [1.1 * GiB, 1.5 * GiB])
+    identity, points = fig.data
+    assert identity.mode == "lines"
+    assert list(points.customdata) == pytest.approx([10.0, -25.0])
+    assert fig.layout.xaxis.type == "log" and "GiB" in fig.layout.xaxis.title.text
+
+
+def test_categories_compare_measured_and_estimated_side_by_side():
+    fig = category_figure(
+        {"parameters": GiB, "other": 0.0}, {"parameters": 2 * GiB, "other": 0.0}, title="x"
+    )
+    assert [t.name for t in fig.data] == ["measured", "estimated"]
+    assert list(fig.data[1].y) == pytest.approx([2.0])  # "other" is zero on both sides

@@ -1,0 +1,312 @@
+"""The mesh search: hand-checkable winners, exact rows, sound pruning, published layouts."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, estimate
+from explorer.mesh import Candidate, Problem, SearchSpace, check, enumerate_layouts, to_layout
+from explorer.presets import load_cluster, load_gpu, load_model
+from explorer.schedules import StageTimes, build_schedule, simulate
+from explorer.search import compare, explain, search
+from explorer.search.bounds import Bounds
+from explorer.search.floor import MemoryFloor
+from explorer.search.rows import TIME_COLUMNS, estimate_row
+from explorer.search.shapes import arrival_bound_s
+from explorer.specs import ClusterSpec, ModelSpec, TrainingWorkload
+
+NEAR_TOP = 0.85
+"""A published layout ranks "near the top" when its tokens/s is within 15% of the best's."""
+SUM_TOLERANCE = 1e-9
+
+SIMULATED = dataclasses.replace(DEFAULT_ESTIMATE_ASSUMPTIONS, pipeline_model="simulate")
+"""Every pipeline timed by the simulator (the closed forms' bounds do not apply)."""
+
+
+TINY = ModelSpec(
+    name="gpt-350m",
+    num_hidden_layers=24,
+    hidden_size=1024,
+    num_attention_heads=16,
+    intermediate_size=4096,
+    ffn_kind="gelu",
+    vocab_size=51200,
+    norm_kind="layernorm",
+)
+SLOW_FABRIC = ClusterSpec(
+    gpu=load_gpu("h100-sxm"), gpus_per_node=8, num_nodes=4, scale_out_bytes_per_s=2e9
+)
+
+
+@pytest.fixture(scope="module")
+def llama70b_result():
+    """Llama 3.1 70B on 256 H100s: a mid-size search most tests read."""
+    workload = TrainingWorkload(seq_len=8192, global_batch_size=512)
+    return search(load_model("llama-3.1-70b"), load_cluster("hgx-h100", 32), workload)
+
+
+def test_pure_data_parallel_wins_for_a_model_that_fits_one_gpu_on_a_slow_fabric():
+    result = search(TINY, SLOW_FABRIC, TrainingWorkload(seq_len=2048, global_batch_size=256))
+    best = result.layouts.iloc[0]
+    assert (best.tp, best.pp, best.cp, best.dp) == (1, 1, 1, 32)
+
+
+def test_tp_never_leaves_the_node_in_the_top_rows_when_the_fabric_is_slow():
+    space = SearchSpace(tp_across_domain=True)
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=512)
+    result = search(load_model("llama-3.1-8b"), SLOW_FABRIC, workload, space=space, ranked=10)
+    assert len(result.layouts) == 10
+    assert (SLOW_FABRIC.domain_size % result.layouts["tp"] == 0).all()
+
+
+def test_every_ranked_layout_fits(llama70b_result):
+    layouts = llama70b_result.layouts
+    assert len(layouts) > 0
+    assert (layouts["peak_bytes"] <= layouts["gpu_bytes"]).all()
+    assert (layouts["spare_bytes"] >= 0).all()
+
+
+def test_every_rejected_row_has_a_kind_a_reason_and_a_size(llama70b_result):
+    rejected = llama70b_result.rejected
+    assert len(rejected) > 0
+    assert rejected["reason"].map(lambda r: isinstance(r, str) and len(r) > 10).all()
+    assert (rejected["num_layouts"] >= 1).all()
+    assert {"memory", "tp-domain", "layers", "slower"} <= set(rejected["kind"].astype(str))
+
+
+def test_rejected_layouts_filter_by_kind(llama70b_result):
+    rejected = llama70b_result.rejected
+    memory = rejected[rejected["kind"] == "memory"]
+    assert len(memory) > 0 and set(memory["kind"].astype(str)) == {"memory"}
+
+
+def test_ranking_is_monotone_in_step_time_ties_broken_by_spare_memory(llama70b_result):
+    layouts = llama70b_result.layouts
+    pairs = zip(layouts.iloc[:-1].itertuples(), layouts.iloc[1:].itertuples(), strict=True)
+    for a, b in pairs:
+        assert a.step_time_s <= b.step_time_s
+        if a.step_time_s == b.step_time_s:
+            assert a.spare_bytes >= b.spare_bytes
+
+
+def test_step_components_are_positive_and_sum_to_the_step(llama70b_result):
+    layouts = llama70b_result.layouts
+    assert (layouts[list(TIME_COLUMNS)] >= 0).all().all()
+    total = layouts[list(TIME_COLUMNS)].sum(axis=1)
+    assert total.to_numpy() == pytest.approx(layouts["step_time_s"].to_numpy(), rel=SUM_TOLERANCE)
+
+
+def test_each_row_agrees_exactly_with_a_single_estimate(llama70b_result):
+    p = llama70b_result.problem
+    for (_, row), e in zip(
+        llama70b_result.layouts.iterrows(), llama70b_result.estimates, strict=True
+    ):
+        alone = estimate(p.model, p.cluster, e.layout, p.workload)
+        expected = estimate_row(alone)
+        assert {k: row[k] for k in expected} == expected
+
+
+def test_evaluated_counts_every_layout_of_the_space_once(llama70b_result):
+    assert llama70b_result.evaluated == enumerate_layouts(llama70b_result.problem).considered
+
+
+def _ranked_keys(layouts: pd.DataFrame) -> list[tuple]:
+    return list(layouts[["tp", "pp", "dp", "cp", "zero", "mbs", "recompute", "schedule",
+                         "virtual", "step_time_s"]].itertuples(index=False))  # fmt: skip
+
+
+@pytest.mark.parametrize("assumptions", [DEFAULT_ESTIMATE_ASSUMPTIONS, SIMULATED],
+                         ids=["closed-form", "simulated"])  # fmt: skip
+def test_the_pruned_top_equals_an_exhaustive_search(assumptions):
+    workload = TrainingWorkload(seq_len=2048, global_batch_size=128)
+    space = SearchSpace(micro_batch_sizes=(1, 2), max_virtual=2)
+    model = load_model("llama-3.1-8b")
+    cluster = ClusterSpec(gpu=load_gpu("a100-80g"), num_nodes=2, scale_out_bytes_per_s=25e9)
+    kwargs = {"space": space, "assumptions": assumptions}
+    pruned = search(model, cluster, workload, ranked=12, **kwargs)
+    full = search(model, cluster, workload, ranked=None, **kwargs)
+    assert full.estimated > pruned.estimated
+    assert _ranked_keys(pruned.layouts) == _ranked_keys(full.layouts.head(12))
+    assert full.evaluated == pruned.evaluated
+
+
+BOUND_CASES = [
+    pytest.param("llama-3.1-70b", "hgx-h100", 256, 8192, 512, id="llama-70b"),
+    pytest.param("mixtral-8x7b", "hgx-h100", 64, 4096, 256, id="mixtral-8x7b"),
+    pytest.param("deepseek-v3", "h800-deepseek", 512, 4096, 1920, id="deepseek-v3"),
+]
+
+
+@pytest.mark.parametrize("assumptions", [DEFAULT_ESTIMATE_ASSUMPTIONS, SIMULATED],
+                         ids=["closed-form", "simulated"])  # fmt: skip
+@pytest.mark.parametrize(("model_id", "cluster_id", "gpus", "seq", "gbs"), BOUND_CASES)
+def test_bounds_never_exceed_the_estimate_on_sampled_layouts(
+    model_id, cluster_id, gpus, seq, gbs, assumptions
+):
+    p = Problem(
+        model=load_model(model_id),
+        cluster=load_cluster(cluster_id, gpus // 8),
+        workload=TrainingWorkload(seq_len=seq, global_batch_size=gbs),
+        num_gpus=gpus,
+    )
+    floor = MemoryFloor(p, assumptions)
+    bounds = Bounds(p, assumptions, floor)
+    for c in random.Random(7).sample(enumerate_layouts(p).valid, 40):
+        e = estimate(p.model, p.cluster, to_layout(c), p.workload, assumptions)
+        assert floor.states_bytes(c) <= e.memory.peak_bytes
+        if not e.fits:
+            continue
+        assert c.schedule and c.virtual and c.recompute and c.zero is not None
+        assert floor.least_zero(c, (c.schedule, c.virtual), c.recompute) <= c.zero
+        open_zero = c._replace(zero=None)
+        tiers = [bounds.leaf_s(c), bounds.zero_s(c), bounds.pipeline_s(open_zero)]
+        tiers += [bounds.node_s(open_zero), bounds.node_s(c._replace(recompute=None,
+                  schedule=None, virtual=None, zero=None), comm=False)]  # fmt: skip
+        assert max(tiers) <= e.step_time_s
+
+
+# Narayanan et al. 2021 (arXiv:2104.04473) Table 1: params (B), h, L, heads, TP, PP, GPUs, batch.
+TABLE1 = [
+    (1.7, 2304, 24, 24, 1, 1, 32, 512),
+    (3.6, 3072, 30, 32, 2, 1, 64, 512),
+    (7.5, 4096, 36, 32, 4, 1, 128, 512),
+    (18.4, 6144, 40, 48, 8, 1, 256, 1024),
+    (39.1, 8192, 48, 64, 8, 2, 512, 1536),
+    (76.1, 10240, 60, 80, 8, 4, 1024, 1792),
+    (145.6, 12288, 80, 96, 8, 8, 1536, 2304),
+    (310.1, 16384, 96, 128, 8, 16, 1920, 2160),
+    (529.6, 20480, 105, 128, 8, 35, 2520, 2520),
+    (1008.0, 25600, 128, 160, 8, 64, 3072, 3072),
+]
+MEGATRON_2021 = SearchSpace(zero_stages=(0,), schedules=("1f1b", "interleaved"))
+"""What Megatron-LM ran in 2021: no distributed optimizer, 1F1B or interleaved 1F1B."""
+
+
+def gpt(h: int, layers: int, heads: int) -> ModelSpec:
+    """A GPT-3-style model (GELU MLP of 4h, LayerNorm, biases, learned positions, V = 51200)."""
+    return ModelSpec(
+        name=f"gpt-h{h}-l{layers}",
+        num_hidden_layers=layers,
+        hidden_size=h,
+        num_attention_heads=heads,
+        intermediate_size=4 * h,
+        ffn_kind="gelu",
+        vocab_size=51200,
+        norm_kind="layernorm",
+        attention_bias=True,
+        attention_out_bias=True,
+        mlp_bias=True,
+        max_position_embeddings=2048,
+        learned_position_embeddings=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "row", [pytest.param(r, id=f"narayanan2021-table1-{r[0]}b") for r in TABLE1]
+)
+def test_megatron_table1_layouts_are_valid_and_rank_near_the_top(row):
+    _, h, layers, heads, tp, pp, gpus, batch = row
+    cluster = ClusterSpec(gpu=load_gpu("a100-80g"), num_nodes=gpus // 8, scale_out_bytes_per_s=25e9)
+    workload = TrainingWorkload(seq_len=2048, global_batch_size=batch)
+    model = gpt(h, layers, heads)
+    p = Problem(model=model, cluster=cluster, workload=workload, num_gpus=gpus)
+    published = Candidate(tp, pp, 1, gpus // (tp * pp), 1, 1, 1, "1f1b", 1, 0, "full")
+    assert check(p, published) == []
+    best = search(model, cluster, workload, space=MEGATRON_2021, ranked=1)
+    own = dataclasses.replace(MEGATRON_2021, tp_values=(tp,), pp_values=(pp,))
+    theirs = search(model, cluster, workload, space=own, ranked=1)
+    assert len(theirs.layouts) == 1, "no variant of the published layout fits"
+    ratio = theirs.layouts.iloc[0].tokens_per_s / best.layouts.iloc[0].tokens_per_s
+    assert ratio >= NEAR_TOP
+
+
+def test_the_deepseek_v3_layout_is_ranked_when_the_search_is_held_to_it():
+    # DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2: PP16, EP64 over 8 nodes, ZeRO-1, no TP.
+    space = SearchSpace(tp_values=(1,), pp_values=(16,), ep_values=(64,), zero_stages=(1,))
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed")
+    result = search(
+        load_model("deepseek-v3"), load_cluster("h800-deepseek", 256), workload, space=space,
+        ranked=1,
+    )  # fmt: skip
+    best = result.layouts.iloc[0]
+    assert (best.tp, best.pp, best.dp, best.ep, best.zero) == (1, 16, 128, 64, 1)
+
+
+def test_explain_lists_limits_largest_first_and_one_knob_neighbours(llama70b_result):
+    explanation = explain(llama70b_result, 0)
+    shares = explanation.limits["share"].tolist()
+    assert shares == sorted(shares, reverse=True)
+    assert "memory" in set(explanation.limits["factor"])
+    changes = explanation.what_if["change"].tolist()
+    assert any(c.startswith("PP ") for c in changes)
+    assert any(c.startswith("ZeRO ") for c in changes)
+    estimated = explanation.what_if.dropna(subset=["step_time_s"])
+    assert estimated["text"].str.contains("GiB on stage").all()
+    rejected = explanation.what_if[explanation.what_if["step_time_s"].isna()]
+    assert rejected["status"].str.startswith("rejected").all()
+
+
+def test_explain_a_neighbour_already_ranked_reuses_its_row(llama70b_result):
+    explanation = explain(llama70b_result, 0)
+    assert explanation.what_if["status"].str.startswith("ranked #").any()
+
+
+def test_explain_refuses_a_rank_beyond_the_table(llama70b_result):
+    with pytest.raises(ValueError, match="rank must be between"):
+        explain(llama70b_result, len(llama70b_result.layouts))
+
+
+def test_compare_gives_deltas_of_b_minus_a(llama70b_result):
+    a, b = llama70b_result.layouts.iloc[0], llama70b_result.layouts.iloc[1]
+    table = compare(a, b)
+    assert table.loc["step_time_s", "delta"] == pytest.approx(b.step_time_s - a.step_time_s)
+    assert math.isnan(table.loc["tp", "delta"])
+    same = compare(llama70b_result.estimates[0], llama70b_result.estimates[0])
+    assert (same["delta"].dropna() == 0).all()
+
+
+def test_a_cluster_too_small_for_the_gpus_is_refused():
+    with pytest.raises(ValueError, match="number of GPUs"):
+        search(TINY, SLOW_FABRIC, TrainingWorkload(), num_gpus=64)
+
+
+def test_ranking_nothing_is_refused():
+    with pytest.raises(ValueError, match="ranked must be at least 1"):
+        search(TINY, SLOW_FABRIC, TrainingWorkload(), ranked=0)
+
+
+@settings(max_examples=40)
+@given(
+    schedule=st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"]),
+    stages=st.sampled_from([2, 4, 6]),
+    extra=st.integers(min_value=0, max_value=10),
+    seed=st.integers(min_value=0, max_value=10_000),
+)
+def test_the_arrival_bound_never_exceeds_the_simulated_makespan(schedule, stages, extra, seed):
+    rng = random.Random(seed)
+    virtual = 2 if schedule == "interleaved" else 1
+    microbatches = 2 * stages + 2 * extra  # even and >= 2P: every schedule can run it
+    times = StageTimes(
+        forward_s=tuple(rng.uniform(0.5, 2) for _ in range(stages)),
+        backward_s=tuple(rng.uniform(0.5, 3) for _ in range(stages)),
+        weight_s=tuple(rng.uniform(0, 1) for _ in range(stages)),
+    )
+    timeline = simulate(build_schedule(schedule, stages, microbatches, virtual), times)
+    bound = arrival_bound_s(times, microbatches, schedule == "dualpipe", virtual)
+    assert bound <= timeline.makespan_s * (1 + 1e-12)
+
+
+def test_a_model_too_big_for_the_cluster_ranks_nothing_and_says_memory():
+    cluster = ClusterSpec(gpu=load_gpu("a100-80g"), num_nodes=1)
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=64)
+    result = search(load_model("llama-3.1-405b"), cluster, workload)
+    assert result.layouts.empty and result.estimated == 0
+    assert set(result.rejected["kind"].astype(str)) == {"memory"}
+    assert result.rejected["num_layouts"].sum() == result.evaluated
