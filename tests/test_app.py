@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer.calibration import calibration_table
 from explorer.scenario import DEEPSEEK_V3, Scenario, to_query
+from explorer.trust import KINDS, expected_error
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = "explorer/ui/pages/"
@@ -40,24 +42,45 @@ def metric_labels(at: AppTest) -> list[str]:
     return [m.label for m in at.metric]
 
 
+def assert_expected_errors(at: AppTest, kinds: list[str]) -> None:
+    """Each kind's one-line expected error is a caption on the page."""
+    for kind in kinds:
+        statement = expected_error(kind)
+        assert any(c.startswith(statement) for c in texts(at.caption)), f"no {kind} statement"
+
+
 @pytest.mark.parametrize(
-    ("page_name", "labels"),
+    ("page_name", "labels", "kinds"),
     [
-        ("model", ["Parameters", "Active per token", "Step time", "MFU"]),
-        ("memory", ["Peak per GPU", "GPU capacity"]),
-        ("pipeline", ["Micro-batches per step", "Bubble"]),
-        ("communication", ["Step time", "Exposed communication"]),
-        ("validation", ["Configurations", "Median |peak error|"]),
-        ("meshes", ["Layouts considered", "Ranked", "Search time"]),
-        ("scaling", []),
+        ("model", ["Parameters", "Active per token", "Step time", "MFU"], ["params", "step_time"]),
+        ("memory", ["Peak per GPU", "GPU capacity"], ["memory"]),
+        ("pipeline", ["Micro-batches per step", "Bubble"], ["schedule"]),
+        ("communication", ["Step time", "Exposed communication"], ["communication"]),
+        ("validation", ["Configurations", "Median |peak error|", "Published figures"], []),
+        ("meshes", ["Layouts considered", "Ranked", "Search time"], ["search"]),
+        ("scaling", [], ["scaling"]),
     ],
 )
-def test_each_training_page_renders_its_numbers_and_charts(page_name, labels):
+def test_each_training_page_renders_its_numbers_charts_and_expected_error(page_name, labels, kinds):
     at = run(page=page_name)
     assert_clean(at)
     assert set(labels) <= set(metric_labels(at))
     assert at.get("plotly_chart"), f"{page_name} draws no chart"
     assert not any(NOT_YET in t for t in texts(at.info)), texts(at.info)
+    assert_expected_errors(at, kinds)
+
+
+def test_the_validation_page_states_every_expected_error_and_the_published_runs():
+    at = run(page="validation")
+    assert_clean(at)
+    markdown = " ".join(texts(at.markdown))
+    for kind in KINDS:
+        assert expected_error(kind).partition(": ")[2] in markdown, kind
+    assert "Published runs" in markdown
+    published = [f.value for f in at.dataframe if "metric" in f.value.columns]
+    assert len(published) == 1 and len(published[0]) == len(calibration_table())
+    assert {"published", "ours", "error (%)"} <= set(published[0].columns)
+    assert len(at.get("plotly_chart")) == 3  # measured memory, one configuration, published runs
 
 
 @pytest.mark.parametrize("workload", ["training", "serving"])
@@ -74,6 +97,7 @@ def test_the_serving_page_plans_the_cluster():
     assert_clean(at)
     assert "Layouts that fit" in metric_labels(at)
     assert len(at.get("plotly_chart")) == 2  # memory per layout, throughput-latency frontier
+    assert_expected_errors(at, ["serving"])
 
 
 def test_the_memory_page_highlights_the_peak_of_the_deepseek_example():

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from explorer.counting import active_param_counts, param_counts
 from explorer.presets import load_model
 from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
 from explorer.ui.charts.model import flops_figure, params_figure
-from explorer.ui.charts.validation import category_figure, measured_vs_estimated_figure
+from explorer.ui.charts.validation import (
+    category_figure,
+    measured_vs_estimated_figure,
+    published_runs_figure,
+)
 from explorer.units import GiB
 
 
@@ -53,3 +58,23 @@ def test_categories_compare_measured_and_estimated_side_by_side():
     )
     assert [t.name for t in fig.data] == ["measured", "estimated"]
     assert list(fig.data[1].y) == pytest.approx([2.0])  # "other" is zero on both sides
+
+
+def test_published_runs_draw_one_marker_set_per_metric_in_percent():
+    table = pd.DataFrame(
+        {
+            "source": ["Narayanan et al. 2021, Table 1", "Korthikanti et al. 2022, Table 5"] * 2,
+            "model": ["GPT 1.7B", "GPT 22B"] * 2,
+            "layout": ["TP 1 · PP 1 · DP 32", "TP 8 · PP 1 · DP 1"] * 2,
+            "gpus": [32, 8, 32, 8],
+            "metric": ["TFLOP/s per GPU", "MFU", "TFLOP/s per GPU", "MFU"],
+            "published": [137.0, 0.4, 140.0, 0.5],
+            "ours": [150.7, 0.38, 140.0, 0.5],
+            "relative_error": [0.1, -0.05, 0.0, 0.0],
+        }
+    )
+    fig = published_runs_figure(table)
+    assert [t.name for t in fig.data] == ["TFLOP/s per GPU", "MFU"]
+    assert list(fig.data[0].x) == pytest.approx([10.0, 0.0])
+    assert list(fig.data[1].y) == ["Korthikanti · GPT 22B · 8 GPUs"] * 2
+    assert fig.data[0].customdata[0][0] == 137.0 and "%" in fig.layout.xaxis.title.text

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from explorer.schedules import Timeline
     from explorer.search import SearchResult
     from explorer.serving import ServingPlan
+    from explorer.trust import ErrorSummary
     from explorer.ui.charts.report import ReportFile
 
 MAX_ENTRIES = 256
@@ -283,6 +284,29 @@ def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
     """explorer.validation_data's comparison table and the categories it compares."""
     data = core("validation_data")
     return data.comparison_table(), tuple(data.COMPARED)
+
+
+@st.cache_data(max_entries=4, show_spinner="Estimating the published runs…")
+def calibration_table() -> pd.DataFrame:
+    """explorer.calibration's table: our estimate against each published figure."""
+    return core("calibration").calibration_table()
+
+
+def trust_kinds() -> tuple[str, ...]:
+    """The kinds of estimate with an expected-error statement, in the order pages show them."""
+    return tuple(core("trust").KINDS)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def error_summary(evidence: str) -> ErrorSummary:
+    """explorer.trust's median and worst error against one body of evidence (``SUMMARIES``)."""
+    return core("trust").SUMMARIES[evidence]()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def expected_error(kind: str) -> str:
+    """explorer.trust's one sentence on how far estimates of ``kind`` are from our evidence."""
+    return core("trust").expected_error(kind)
 
 
 # ------------------------------------------------------------------------------ serving

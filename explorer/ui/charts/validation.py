@@ -1,9 +1,11 @@
-"""Validation figures: estimated against measured bytes, per configuration and per category."""
+"""Validation figures: estimated against measured bytes (per configuration, per category) and
+against published training runs."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.ui.charts.colors import memory_color, memory_label
@@ -75,3 +77,40 @@ def category_figure(
     return styled(
         fig, title=title, x_title="memory category", y_title="GiB (2^30 bytes)", height=380
     )
+
+
+PUBLISHED_MARKERS = (("#4C78A8", "circle"), ("#F58518", "diamond"), ("#54A24B", "square"),
+                     ("#B279A2", "triangle-up"))  # fmt: skip
+"""(colour, symbol) of each compared metric, in order of appearance (Tableau 10)."""
+
+
+def published_runs_figure(table: pd.DataFrame) -> go.Figure:
+    """Our estimate against each published figure: relative error (%) per run, one marker per
+    metric. ``table`` is ``explorer.calibration.calibration_table()``."""
+    runs = table["source"].str.split(" et al.").str[0] + " · " + table["model"]
+    runs = runs + " · " + table["gpus"].map("{:,} GPUs".format)
+    fig = go.Figure()
+    for (metric, rows), (color, symbol) in zip(
+        table.groupby("metric", sort=False), PUBLISHED_MARKERS, strict=False
+    ):
+        fig.add_scatter(
+            x=rows["relative_error"] * 100,
+            y=runs[rows.index],
+            mode="markers",
+            name=metric,
+            marker={"size": 10, "color": color, "symbol": symbol},
+            customdata=rows[["published", "ours", "layout"]].to_numpy(),
+            hovertemplate=f"%{{y}} (%{{customdata[2]}})<br>{metric}<br>published "
+            "%{customdata[0]:.4g}, ours %{customdata[1]:.4g}<br>error %{x:+.1f}%<extra></extra>",
+        )
+    fig.add_vline(x=0, line={"color": "#999", "dash": "dash"})
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=runs.unique())
+    styled(
+        fig,
+        title="Published runs: our estimate against the paper",
+        x_title="relative error of our estimate (%, (ours − published) / published)",
+        y_title="",
+        height=190 + 26 * runs.nunique(),
+    )
+    fig.update_layout(margin={"t": 110})  # room for the title above a legend of two rows
+    return fig

@@ -122,6 +122,12 @@ def header(
     st.caption(" · ".join([*parts, detail] if detail else parts))
 
 
+def expected_error(kind: str) -> None:
+    """The one-line expected error of the estimates of ``kind`` (explorer.trust), as a caption
+    under the page's headline numbers; the Validation page shows the evidence."""
+    st.caption(cached.expected_error(kind))
+
+
 def chart(figure: Figure, key: str, *, theme: bool = False) -> None:
     """A Plotly figure as built (its own colours and fonts); ``theme`` applies Streamlit's
     theme, for builders that leave the styling to it."""

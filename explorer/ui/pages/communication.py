@@ -11,7 +11,7 @@ from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
 from explorer.ui.charts.comm import GroupRow, exposed_figure, placement_figure
 from explorer.ui.format import percent, seconds
-from explorer.ui.pages import chart, header, run_page
+from explorer.ui.pages import chart, expected_error, header, run_page
 from explorer.units import GB, MiB
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ def render(scenario: Scenario) -> None:
     )
     cols[2].metric("Share of the step", percent(exposed / est.step_time_s))
     cols[3].metric("MFU", percent(est.mfu))
+    expected_error("communication")
     chart(
         exposed_figure(est.exposed_comm_s, est.exposed_comm_by_axis_s, est.step_time_s), "exposed"
     )

@@ -11,7 +11,7 @@ from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
 from explorer.ui.charts.colors import memory_label
 from explorer.ui.format import gib, percent
-from explorer.ui.pages import chart, header, number_columns, opened, run_page
+from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
 from explorer.units import GiB
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ def render(scenario: Scenario) -> None:
     cols[1].metric("GPU capacity", gib(memory.gpu_bytes), help=case.cluster.gpu.name)
     cols[2].metric("Free at peak" if free >= 0 else "Over capacity", gib(abs(free)))
     cols[3].metric("Peak stage", f"{memory.peak_stage} of {len(memory.stages)}")
+    expected_error("memory")
     if memory.fits:
         share = percent(memory.peak_bytes / memory.gpu_bytes, 0)
         st.success(

@@ -21,7 +21,7 @@ from explorer.ui.meshes_table import (
     label,
     layout_of,
 )
-from explorer.ui.pages import chart, header, opened, run_page
+from explorer.ui.pages import chart, expected_error, header, opened, run_page
 from explorer.units import GiB
 
 if TYPE_CHECKING:
@@ -211,6 +211,7 @@ def render(scenario: Scenario) -> None:
     cols[1].metric("Fully estimated", f"{result.estimated:,}")
     cols[2].metric("Ranked", f"{len(frame):,}")
     cols[3].metric("Search time", seconds(result.elapsed_s))
+    expected_error("search")
     if frame.empty:
         st.error("No layout fits this model on this cluster; the rejected ones say why.")
         _rejected(result)

@@ -19,7 +19,7 @@ from explorer.ui.format import (
     sentence,
     tokens,
 )
-from explorer.ui.pages import chart, number_columns, run_page
+from explorer.ui.pages import chart, expected_error, number_columns, run_page
 
 FLOPS_PARTS = ("attention_projections", "attention_core", "mlp", "router", "logits", "mtp")
 
@@ -73,6 +73,7 @@ def _current_layout(scenario: Scenario) -> None:
     cols[2].metric("Step time", seconds(est.step_time_s))
     cols[3].metric("Tokens/s", f"{est.tokens_per_s:,.0f}")
     cols[4].metric("MFU", percent(est.mfu))
+    expected_error("step_time")
 
 
 def render(scenario: Scenario) -> None:
@@ -91,6 +92,7 @@ def render(scenario: Scenario) -> None:
     official = _official(scenario)
     caption = "Counts exclude multi-token-prediction modules, as model cards do."
     st.caption(f"{caption} Official: {official}." if official else caption)
+    expected_error("params")
     if scenario.workload == "training":
         _current_layout(scenario)
     left, right = st.columns([3, 2])

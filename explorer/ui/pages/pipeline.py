@@ -11,7 +11,7 @@ from explorer.scenario import Scenario
 from explorer.specs import SCHEDULES
 from explorer.ui import cached, inputs
 from explorer.ui.format import gib, percent, seconds
-from explorer.ui.pages import chart, header, number_columns, run_page
+from explorer.ui.pages import chart, expected_error, header, number_columns, run_page
 from explorer.ui.sidebar import SCHEDULE_LABELS
 from explorer.units import GiB
 
@@ -109,6 +109,7 @@ def render(scenario: Scenario) -> None:
     cols[1].metric("Pipeline part of the step", seconds(est.pipeline.makespan_s))
     cols[2].metric("Bubble", percent(est.bubble_fraction))
     cols[3].metric("Peak memory per GPU", gib(est.memory.peak_bytes))
+    expected_error("schedule")
     drawn = _drawn(timeline)
     specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
     chart(cached.schedule_chart(*specs, drawn), "schedule", theme=True)

@@ -11,7 +11,7 @@ from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
 from explorer.ui.charts.scaling import ScalingRow, scaling_figure
 from explorer.ui.format import layout_label
-from explorer.ui.pages import chart, header, run_page
+from explorer.ui.pages import chart, expected_error, header, run_page
 
 if TYPE_CHECKING:
     from explorer.scaling import ScalingSweep
@@ -90,6 +90,7 @@ def render(scenario: Scenario) -> None:
         "micro-batch 1, every recompute setting). Strong scaling keeps the sidebar's global "
         "batch; weak scaling grows it in proportion to the GPUs, from the smallest count."
     )
+    expected_error("scaling")
     specs = (case.model, case.cluster, counts, case.workload, scenario.assumptions)
     labels = {"strong": "Strong scaling", "weak": "Weak scaling"}
     tabs = st.tabs(list(labels.values()), key=TABS_KEY, on_change="rerun")

@@ -10,7 +10,7 @@ import streamlit as st
 from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
 from explorer.ui.format import seconds
-from explorer.ui.pages import chart, header, run_page
+from explorer.ui.pages import chart, expected_error, header, run_page
 from explorer.units import GiB
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ def render(scenario: Scenario) -> None:
         cols[1].metric("Most tokens/s", f"{best.tokens_per_s:,.0f}", help=best.layout.label)
         cols[2].metric("Its ITL", seconds(best.itl_s))
         cols[3].metric("Its TTFT", seconds(best.ttft_s))
+    expected_error("serving")
     for answer in cached.serving_answers(plan):
         st.markdown(f"- {answer}")
     memory, frontier = cached.serving_charts(

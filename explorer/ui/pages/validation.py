@@ -1,4 +1,5 @@
-"""Validation: the memory estimate against PyTorch measurements of real training steps."""
+"""Validation: how accurate each estimate is, from PyTorch memory measurements of training
+steps and the step times of published training runs."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import streamlit as st
 
 from explorer.scenario import Scenario
 from explorer.ui import cached
-from explorer.ui.charts.validation import category_figure, measured_vs_estimated_figure
-from explorer.ui.format import percent
+from explorer.ui.charts.validation import (
+    category_figure,
+    measured_vs_estimated_figure,
+    published_runs_figure,
+)
 from explorer.ui.pages import chart, run_page
 from explorer.units import GiB
 
@@ -40,19 +44,79 @@ def _summary(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([errors, settings], axis=1)
 
 
+PUBLISHED = {
+    "model": "model",
+    "metric": "metric",
+    "published": "published",
+    "ours": "ours",
+    "error (%)": "error (%)",
+    "gpus": "GPUs",
+    "layout": "layout",
+    "source": "paper",
+}
+
+
+def _published(table: pd.DataFrame) -> pd.DataFrame:
+    # rounded, then + 0.0 so that a tiny negative error is not shown as -0.0
+    errors = (table["relative_error"] * 100).round(1) + 0.0
+    return table.assign(**{"error (%)": errors})[list(PUBLISHED)].rename(columns=PUBLISHED)
+
+
+def _statements() -> None:
+    """Every estimate's expected error, the label in bold."""
+    lines = []
+    for kind in cached.trust_kinds():
+        label, _, rest = cached.expected_error(kind).partition(": ")
+        lines.append(f"- **{label}:** {rest}")
+    st.markdown("\n".join(lines))
+
+
+def _published_runs() -> None:
+    st.markdown("#### Published runs: step time")
+    table = cached.calibration_table()
+    summary = cached.error_summary("step_time")
+    st.caption(
+        "Megatron-LM runs on A100s as the papers report them: Narayanan et al. 2021 Table 1 "
+        "(TFLOP/s per GPU, full recompute) and Korthikanti et al. 2022 Table 5 (iteration time "
+        "with full recompute and with SP + selective recompute, MFU). The settings describe the "
+        "runs (GPT layers, classic attention, DGX A100 with one 200 Gb/s NIC per GPU); nothing "
+        "is fitted per run. No H100, H800 or B200 run is compared yet; DeepSeek-V3's H800 run "
+        "only bounds the estimate (its report gives a run average, not a step time)."
+    )
+    cols = st.columns(3)
+    cols[0].metric("Published figures", f"{summary.count}")
+    cols[1].metric("Median |error| vs papers", summary.median_text)
+    cols[2].metric("Worst |error| vs papers", summary.worst_text)
+    chart(published_runs_figure(table), "validation_published")
+    st.dataframe(
+        _published(table),
+        hide_index=True,
+        width="stretch",
+        height="content",
+        column_config={
+            "GPUs": st.column_config.NumberColumn(format="localized"),
+            "published": st.column_config.NumberColumn(format="%.4g"),
+            "ours": st.column_config.NumberColumn(format="%.4g"),
+            "error (%)": st.column_config.NumberColumn(format="%+.1f"),
+        },
+    )
+
+
 def render(scenario: Scenario) -> None:
-    st.subheader("Validation: estimated against measured memory")
+    st.subheader("Validation: how accurate is it?")
+    _statements()
+    st.markdown("#### Memory: estimated against measured")
     table, categories = cached.validation_table()
     st.caption(
         "Measured with PyTorch's MemTracker / FSDPMemTracker on fake tensors (one rank, the "
         "second training step; `python -m validation.run_all`). Trackers see tensor storage "
         "only, so CUDA context, allocator headroom and NCCL buffers are left out of both sides."
     )
-    errors = table["peak_error"].abs()
+    summary = cached.error_summary("memory")
     cols = st.columns(3)
-    cols[0].metric("Configurations", f"{len(table)}")
-    cols[1].metric("Median |peak error|", percent(float(errors.median())))
-    cols[2].metric("Worst |peak error|", percent(float(errors.max())))
+    cols[0].metric("Configurations", f"{summary.count}")
+    cols[1].metric("Median |peak error|", summary.median_text)
+    cols[2].metric("Worst |peak error|", summary.worst_text)
     chart(
         measured_vs_estimated_figure(
             table["id"].tolist(),
@@ -76,6 +140,7 @@ def render(scenario: Scenario) -> None:
         },
     )
     _categories(table, categories)
+    _published_runs()
 
 
 @st.fragment  # choosing a configuration reruns this panel only
