@@ -52,9 +52,9 @@ EXACT = 1e-12
 
 TRAINING_SECTIONS = (
     "summary", "inputs", "layout", "performance", "memory", "ranking", "schedule",
-    "communication", "assumptions", "warnings", "launch",
+    "communication", "assumptions", "accuracy", "warnings", "launch",
 )  # fmt: skip
-SERVING_SECTIONS = ("summary", "inputs", "serving", "assumptions", "warnings")
+SERVING_SECTIONS = ("summary", "inputs", "serving", "assumptions", "accuracy", "warnings")
 
 SMALL = Scenario(
     model=ModelRef(preset="llama-3.1-8b"),
@@ -502,3 +502,13 @@ def test_serving_figures_are_drawn(serving_report):
 
     figures = report_figures(serving_report)
     assert set(figures) == {"serving_memory", "serving_frontier"}
+
+
+def test_the_report_says_how_far_to_trust_its_numbers(report):
+    from explorer.trust import expected_error
+
+    section = report.section("accuracy")
+    assert expected_error("memory") in section.bullets
+    assert expected_error("step_time") in section.bullets
+    assert report.results["accuracy"]["memory"] == expected_error("memory")
+    assert expected_error("memory") in report_markdown(report)

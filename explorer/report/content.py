@@ -155,6 +155,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         timing.schedule_section(case),
         timing.communication_section(case),
         assumptions,
+        accuracy_section(TRAINING_TRUST),
         inputs.warnings_section(est.warnings),
         launch.launch_section(case),
     )
@@ -169,6 +170,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         "communication": timing.communication_results(est),
         "ranking": ranking.ranking_results(ranked),
         "assumptions": assumption_data,
+        "accuracy": accuracy_results(TRAINING_TRUST),
         "warnings": list(est.warnings),
         "launch": launch.launch_results(case),
     }
@@ -177,6 +179,30 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         estimate=est, gpu_name=case.cluster.gpu.name, gpu_bytes=case.cluster.gpu.memory_bytes
     )
     return Report("training", title, scenario, sections, results, figures)
+
+
+TRAINING_TRUST = ("params", "memory", "step_time", "communication", "schedule", "search")
+"""Expected-error statements a training report carries (explorer.trust)."""
+SERVING_TRUST = ("params", "serving")
+"""The same for a serving report."""
+
+
+def accuracy_section(kinds: tuple[str, ...]) -> Section:
+    """How far to trust the report's numbers: one sentence per kind, from explorer.trust."""
+    from explorer.trust import expected_error
+
+    return Section(
+        "accuracy",
+        "How far to trust these numbers",
+        bullets=tuple(expected_error(kind) for kind in kinds),
+    )
+
+
+def accuracy_results(kinds: tuple[str, ...]) -> dict[str, str]:
+    """The same statements for the JSON report, by kind."""
+    from explorer.trust import expected_error
+
+    return {kind: expected_error(kind) for kind in kinds}
 
 
 def _estimate_results(est: Estimate) -> dict[str, Any]:
@@ -224,6 +250,7 @@ def _serving_report(scenario: Scenario, plan: ServingPlan | None) -> Report:
         ),
         serving.plan_section(case, answers),
         assumptions,
+        accuracy_section(SERVING_TRUST),
         inputs.warnings_section(warnings),
     )
     results = {
@@ -232,6 +259,7 @@ def _serving_report(scenario: Scenario, plan: ServingPlan | None) -> Report:
         "cluster": inputs.cluster_results(case.cluster, case.num_gpus),
         "serving": serving.serving_results(case, answers),
         "assumptions": assumption_data,
+        "accuracy": accuracy_results(SERVING_TRUST),
         "warnings": list(warnings),
     }
     title = f"{case.model.name} serving on {case.num_gpus:,} × {case.cluster.gpu.name}"
