@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from explorer.schedules import peak_inflight
+from explorer.schedules import group_size
 from explorer.specs import Layout, ModelSpec, ScheduleName
 
 
@@ -43,6 +43,13 @@ class StagePlan:
     @property
     def num_dense_layers(self) -> int:
         return len(self.layers) - self.num_moe_layers
+
+    @property
+    def contents(self) -> tuple[int, int, bool, bool, int]:
+        """What the memory model reads of a rank: dense and MoE blocks, embedding, head,
+        copies (not which blocks, nor the rank's index)."""
+        return (self.num_dense_layers, self.num_moe_layers, self.has_embedding, self.has_head,
+                self.copies)  # fmt: skip
 
 
 def balanced_chunk_sizes(num_layers: int, num_chunks: int) -> tuple[int, ...]:
@@ -138,12 +145,16 @@ def inflight_microbatches(
 ) -> tuple[float, ...]:
     """Peak micro-batches of activations held on each stage, in stage-equivalents.
 
-    Source: explorer.schedules' simulator; ``closed_form_inflight`` is its oracle. Without
-    pipelining, micro-batches run one after another (gradient accumulation): 1 in flight.
+    The closed forms of ``closed_form_inflight``, which equal explorer.schedules' simulator
+    (``peak_inflight``) for every schedule, P, M and V: tests/test_partition.py checks them
+    on a dense grid and on the search's shapes. They hold for any pass times, since a stage
+    runs one action at a time, so its count depends only on its own order: it peaks at an F's
+    start at (forwards begun) - (sets released). Without pipelining, micro-batches run one
+    after another (gradient accumulation): 1 in flight.
     """
     if pp == 1:
         return (1.0,)
-    return peak_inflight(schedule, pp, microbatches, virtual)
+    return closed_form_inflight(schedule, pp, microbatches, virtual)
 
 
 def closed_form_inflight(
@@ -152,22 +163,25 @@ def closed_form_inflight(
     """Peak micro-batches in flight per stage, stage-equivalents, from closed forms.
 
     Source: GPipe M (Huang et al. 2019, arXiv:1811.06965); 1F1B P - i (Narayanan et al. 2021,
-    arXiv:2104.04473, sec. 2.2.1); interleaved (2 (P-i-1) + (V-1) P + 1) / V chunk sets, i.e.
-    P (1 + (P-1)/(P V)) on the first stage (Megatron-LM num_warmup_microbatches; Korthikanti
-    et al. 2022 sec. 4.2.3); ZB-H1 P on every stage, since deferred weight passes keep later
-    stages' activations until W (Qi et al. 2024, arXiv:2401.10241, sec. 3.1: the peak over
-    stages equals 1F1B's); DualPipe P + 1 (DeepSeek-V3 report Table 2).
+    arXiv:2104.04473, sec. 2.2.1); interleaved: warm-up forwards plus one, in chunk sets,
+    (2 (P-i-1) + (V-1) N + 1) / V with N the micro-batch group (explorer.schedules.group_size),
+    i.e. P (1 + (P-1)/(P V)) on the first stage when N = P (Megatron-LM
+    num_warmup_microbatches; Korthikanti et al. 2022 sec. 4.2.3); V = 1 runs 1F1B's order;
+    ZB-H1 P on every stage, since deferred weight passes keep later stages' activations until
+    W (Qi et al. 2024, arXiv:2401.10241, sec. 3.1: the peak over stages equals 1F1B's);
+    DualPipe P + 1 (DeepSeek-V3 report Table 2). Each capped by the sets a step runs (M V).
     """
     m, p, v = microbatches, pp, virtual
     if schedule == "gpipe":
-        return tuple(float(m) for _ in range(p))
-    if schedule == "interleaved":
-        return tuple(min(m * v, 2 * (p - i - 1) + (v - 1) * p + 1) / v for i in range(p))
+        return (float(m),) * p
+    if schedule == "interleaved" and v > 1:
+        warmup = 2 * (p - 1) + (v - 1) * group_size(p, m)  # on stage 0; 2 fewer per stage
+        return tuple(min(warmup - 2 * i + 1, m * v) / v for i in range(p))
     if schedule == "dualpipe":
-        return tuple(float(min(m, p + 1)) for _ in range(p))
+        return (float(min(m, p + 1)),) * p
     if schedule == "zb-h1":
-        return tuple(float(min(m, p)) for _ in range(p))
-    return tuple(float(min(m, p - i)) for i in range(p))
+        return (float(min(m, p)),) * p
+    return tuple(float(min(m, p - i)) for i in range(p))  # 1f1b; interleaved with V = 1
 
 
 def loss_inflight(schedule: ScheduleName, pp: int, microbatches: int) -> float:

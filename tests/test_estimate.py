@@ -21,6 +21,7 @@ from explorer.estimate import (
     time_step,
 )
 from explorer.flops import utilisation
+from explorer.memory import training_memory
 from explorer.schedules import StageTimes
 from explorer.specs import (
     ClusterSpec,
@@ -233,6 +234,17 @@ def test_dualpipe_estimate_runs_and_holds_two_parts_per_rank() -> None:
     dual = estimate(MODEL, CLUSTER, layout, WORKLOAD)
     assert dual.pipeline.method == "simulated"
     assert len(dual.stages) == 4
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [Layout(tp=4, pp=4, dp=8, zero=1), Layout(tp=4, pp=4, dp=8, schedule="dualpipe")],
+)
+def test_a_memory_given_by_the_caller_gives_the_same_estimate(layout) -> None:
+    # The search checks memory first and hands it over instead of computing it twice.
+    fresh = estimate(MODEL, CLUSTER, layout, WORKLOAD)
+    memory = training_memory(MODEL, GPU, layout, WORKLOAD, domain_size=CLUSTER.domain_size)
+    assert estimate(MODEL, CLUSTER, layout, WORKLOAD, memory=memory) == fresh
 
 
 # --- invariants -----------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from explorer.memory import (
     training_memory,
 )
 from explorer.memory.states import model_state_bytes
+from explorer.memory.training import _setting, stage_memory
+from explorer.partition import pipeline_plan
 from explorer.precision import precision_policy
 from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.units import GB
@@ -226,6 +228,26 @@ def test_first_stage_holds_p_microbatches_of_activations_under_1f1b() -> None:
     first, last = result.stages[0], result.stages[-1]
     assert first.microbatches_in_flight == 4 and last.microbatches_in_flight == 1
     assert first.activation_parts.blocks == pytest.approx(4 * last.activation_parts.blocks)
+
+
+@pytest.mark.parametrize(
+    ("model", "layout"),
+    [
+        (LLAMA_405B, Layout(tp=8, pp=16, dp=4, zero=1, schedule="zb-h1")),
+        (LLAMA_405B, Layout(tp=8, pp=8, dp=8, schedule="interleaved", virtual_stages=3)),
+        (DEEPSEEK_V3, Layout(pp=16, dp=16, ep=16, zero=1, schedule="dualpipe")),
+        (DEEPSEEK_V3, Layout(pp=8, dp=32, ep=32, zero=3, recompute="full")),
+    ],
+)
+def test_equal_stages_are_computed_once_with_the_same_bytes(model, layout) -> None:
+    # training_memory reuses a stage's result for stages with the same block counts, embedding,
+    # head, copies and micro-batches in flight; each must equal its own computation.
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=1024)
+    result = training_memory(model, BIG_GPU, layout, workload)
+    setting = _setting(model, BIG_GPU, layout, workload, DEFAULT_TRAINING_ASSUMPTIONS)
+    plans = pipeline_plan(model, layout)
+    for plan, stage in zip(plans, result.stages, strict=True):
+        assert stage == stage_memory(setting, plan, stage.microbatches_in_flight)
 
 
 def test_fits_compares_the_peak_with_the_gpu() -> None:

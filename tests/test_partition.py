@@ -13,6 +13,8 @@ from explorer.partition import (
     loss_inflight,
     pipeline_plan,
 )
+from explorer.schedules import peak_inflight
+from explorer.schedules.builders import require_valid
 from explorer.specs import Layout, ModelSpec
 
 DEEPSEEK_V3_LAYERS = ModelSpec(
@@ -131,9 +133,55 @@ def test_more_chunks_than_layers_is_rejected() -> None:
     ],
 )
 def test_simulated_inflight_matches_the_closed_form(schedule, pp: int, m: int, v: int) -> None:
-    assert inflight_microbatches(schedule, pp, m, v) == pytest.approx(
-        closed_form_inflight(schedule, pp, m, v)
-    )
+    assert peak_inflight(schedule, pp, m, v) == closed_form_inflight(schedule, pp, m, v)
+    assert inflight_microbatches(schedule, pp, m, v) == closed_form_inflight(schedule, pp, m, v)
+
+
+def _valid_shapes(schedule: str, stages: range, extra: int, virtuals: tuple[int, ...]):
+    for pp in stages:
+        for m in range(1, 3 * pp + extra):
+            for v in virtuals:
+                try:
+                    require_valid(schedule, pp, m, v)
+                except ValueError:
+                    continue
+                yield pp, m, v
+
+
+@pytest.mark.parametrize(
+    ("schedule", "virtuals"),
+    [
+        ("gpipe", (1,)),
+        ("1f1b", (1,)),
+        ("zb-h1", (1,)),
+        ("interleaved", (1, 2, 3, 4)),
+        ("dualpipe", (1,)),
+    ],
+)
+def test_closed_forms_equal_the_simulator_on_a_dense_grid(schedule, virtuals) -> None:
+    # Every valid (P, M, V) with P <= 12 and M <= 3P + 2 (interleaved: every group size N).
+    shapes = list(_valid_shapes(schedule, range(2, 13), 3, virtuals))
+    assert len(shapes) > 30
+    for pp, m, v in shapes:
+        assert inflight_microbatches(schedule, pp, m, v) == peak_inflight(schedule, pp, m, v)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "pp", "m", "v"),
+    [
+        ("1f1b", 32, 480, 1),
+        ("gpipe", 16, 240, 1),
+        ("zb-h1", 64, 128, 1),
+        ("interleaved", 16, 240, 2),
+        ("interleaved", 16, 72, 4),  # N = 18: P does not divide M
+        ("interleaved", 8, 50, 6),
+        ("dualpipe", 32, 240, 1),
+        ("dualpipe", 64, 128, 1),
+    ],
+)
+def test_closed_forms_equal_the_simulator_on_search_shapes(schedule, pp, m, v) -> None:
+    # Shapes the bench searches reach (Llama 3.1 405B on 16,384 GPUs, DeepSeek-V3 on 2,048).
+    assert inflight_microbatches(schedule, pp, m, v) == peak_inflight(schedule, pp, m, v)
 
 
 def test_1f1b_first_stage_holds_p_microbatches() -> None:

@@ -172,6 +172,30 @@ def test_bounds_never_exceed_the_estimate_on_sampled_layouts(
         assert max(tiers) <= e.step_time_s
 
 
+@pytest.mark.parametrize(("model_id", "cluster_id", "gpus", "seq", "gbs"), BOUND_CASES)
+def test_a_pipeline_node_bounded_by_its_parent_gets_its_own_bound(
+    model_id, cluster_id, gpus, seq, gbs
+):
+    # A recompute node's tight bound also caches its children's (schedule known) cheap bounds;
+    # each must equal the bound the child gets on its own.
+    p = Problem(
+        model=load_model(model_id),
+        cluster=load_cluster(cluster_id, gpus // 8),
+        workload=TrainingWorkload(seq_len=seq, global_batch_size=gbs),
+        num_gpus=gpus,
+    )
+    a = DEFAULT_ESTIMATE_ASSUMPTIONS
+    parents = {c._replace(schedule=None, virtual=None, zero=None)
+               for c in random.Random(3).sample(enumerate_layouts(p).valid, 60)}  # fmt: skip
+    for parent in parents:
+        warm = Bounds(p, a, MemoryFloor(p, a))
+        warm.node_s(parent)
+        for schedule, virtual in warm._variants(parent):
+            child = parent._replace(schedule=schedule, virtual=virtual)
+            alone = Bounds(p, a, MemoryFloor(p, a)).node_s(child)
+            assert warm.node_s(child) == alone
+
+
 # Narayanan et al. 2021 (arXiv:2104.04473) Table 1: params (B), h, L, heads, TP, PP, GPUs, batch.
 TABLE1 = [
     (1.7, 2304, 24, 24, 1, 1, 32, 512),

@@ -175,14 +175,21 @@ def estimate(
     layout: Layout,
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    *,
+    memory: TrainingMemory | None = None,
 ) -> Estimate:
     """Memory, step time, tokens/s, MFU and exposed communication of one training layout.
 
-    Raises ValueError (one sentence) for a layout that cannot run. Source: module docstring.
+    ``memory`` is this layout's ``training_memory`` (same inputs, ``assumptions.memory``,
+    ``cluster.domain_size``) when the caller has it already, as the search does after its
+    memory check; None computes it. Raises ValueError (one sentence) for a layout that cannot
+    run. Source: module docstring.
     """
-    memory = training_memory(
-        model, cluster.gpu, layout, workload, assumptions.memory, domain_size=cluster.domain_size
-    )
+    if memory is None:
+        memory = training_memory(
+            model, cluster.gpu, layout, workload, assumptions.memory,
+            domain_size=cluster.domain_size,
+        )  # fmt: skip
     m = microbatch_count(layout, workload)
     ctx = stage_context(model, cluster, layout, workload, assumptions)
     stages = stage_times(model, cluster, layout, workload, assumptions, ctx)

@@ -10,13 +10,16 @@ Rules (one method per case, so every layout of a schedule is timed the same way)
   is 0, the range -0.5% (GPipe) to +2.2%; synthetic stages within +-10% of each other give up
   to +8% when M <= P, and a middle stage 50% heavier than the rest +7%.
   tests/test_estimate.py checks both against ``explorer.schedules.simulate``;
-  ``pipeline_model="simulate"`` is exact everywhere at 1-10 ms per layout instead of
+  ``pipeline_model="simulate"`` is exact everywhere at about 1-10 ms per layout instead of
   microseconds.
 - zb-h1 with equal stages and M >= P: T = M C + (P - 1)(F + B - W) (Qi et al. 2024,
   arXiv:2401.10241, sec. 3.1; B the input-gradient part); otherwise the simulator.
 - dualpipe: the simulator (its bubble depends on the F&B pairing; DeepSeek-V3 report Table 2).
 Point-to-point transfers are folded into the stage times as blocking (see explorer.comm.step),
-so the simulator runs with p2p_s = 0 and both methods see the same times.
+so the simulator runs with p2p_s = 0 and both methods see the same times. "The simulator" here
+is ``explorer.schedules.step_time``: ``simulate``'s makespan and busy times without its events,
+long 1F1B, ZB-H1 and DualPipe steps extrapolated from a shorter one's settled steady state
+(within 1e-11 of the full simulation, tests/test_periodic.py).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from explorer.schedules import StageTimes, build_schedule, simulate
+from explorer.schedules import StageTimes, step_time
 from explorer.schedules.builders import require_valid
 from explorer.specs import ScheduleName
 
@@ -94,8 +97,8 @@ def equal_stages(times: StageTimes) -> bool:
 def _simulated(
     name: ScheduleName, microbatches: int, virtual: int, times: StageTimes
 ) -> PipelineTime:
-    timeline = simulate(build_schedule(name, times.stages, microbatches, virtual), times)
-    return PipelineTime(timeline.makespan_s, timeline.busy_s, "simulated")
+    timed = step_time(name, times.stages, microbatches, virtual, times)
+    return PipelineTime(timed.makespan_s, timed.busy_s, "simulated")
 
 
 def _closed_form(

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from explorer.specs import Layout
+
 LayerKind = Literal["dense", "moe"]
 FP32_BYTES = 4.0
 """Bytes of an fp32 element (softmax statistics)."""
@@ -75,3 +77,16 @@ def linear_input_bytes(act: float, fp8_cache: bool) -> float:
 def attention_output_bytes(act: float, fp8_cache: bool) -> float:
     """Bytes per element of the attention output (output projection input): E5M6, or ``act``."""
     return E5M6_BYTES if fp8_cache else act
+
+
+def activation_shape(layout: Layout, seq_len: int, dtype_bytes: float) -> ActivationShape:
+    """The slice of one micro-batch a GPU of ``layout`` works on."""
+    return ActivationShape(
+        seq_len=seq_len,
+        micro_batch_size=layout.micro_batch_size,
+        tp=layout.tp,
+        sp=layout.sp,
+        cp=layout.cp,
+        etp=layout.etp,
+        dtype_bytes=dtype_bytes,
+    )

@@ -18,7 +18,7 @@ without gradient_as_bucket_view (a second copy of every gradient) is not modelle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
 from explorer.memory.breakdown import CATEGORIES, MemoryBreakdown
@@ -46,7 +46,7 @@ from explorer.memory.temporaries import (
     persistent_buffers,
     zero3_block_temporaries,
 )
-from explorer.memory.tensors import ActivationShape
+from explorer.memory.tensors import activation_shape
 from explorer.partition import StagePlan, inflight_microbatches, loss_inflight, pipeline_plan
 from explorer.precision import precision_policy
 from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
@@ -193,17 +193,20 @@ def stage_memory(s: TrainingSetting, plan: StagePlan, inflight: float) -> StageM
     )
 
 
-def activation_shape(layout: Layout, seq_len: int, dtype_bytes: float) -> ActivationShape:
-    """The slice of one micro-batch a GPU of ``layout`` works on."""
-    return ActivationShape(
-        seq_len=seq_len,
-        micro_batch_size=layout.micro_batch_size,
-        tp=layout.tp,
-        sp=layout.sp,
-        cp=layout.cp,
-        etp=layout.etp,
-        dtype_bytes=dtype_bytes,
-    )
+def _stage_memories(
+    s: TrainingSetting, plans: tuple[StagePlan, ...], inflight: tuple[float, ...]
+) -> tuple[StageMemory, ...]:
+    """``stage_memory`` of every stage, once per distinct stage (same ``StagePlan.contents``
+    and micro-batches in flight): equal stages differ only in their index and blocks."""
+    done: dict[tuple[object, ...], StageMemory] = {}
+    found = []
+    for plan, count in zip(plans, inflight, strict=True):
+        key = (plan.contents, count)
+        if key in done:
+            found.append(replace(done[key], stage=plan.stage, layers=plan.layers))
+        else:
+            found.append(done.setdefault(key, stage_memory(s, plan, count)))
+    return tuple(found)
 
 
 def _setting(
@@ -246,7 +249,8 @@ def _notes(s: TrainingSetting) -> tuple[str, ...]:
     return (
         f"precision {policy.name}: {policy.param_bytes:g}-byte weights, {grads}, "
         f"{policy.master_bytes:g}-byte master weights, {policy.optimizer_bytes:g}-byte Adam states",
-        "activations: peak micro-batches in flight per stage from explorer.schedules' simulator",
+        "activations: peak micro-batches in flight per stage from closed forms equal to "
+        "explorer.schedules' simulator",
         f"framework {a.framework}: {behaviour_in_words(s.behaviour)}",
         *storage_notes(a),
         "each stage at its peak phase: the largest of backward start, one block's backward and "
@@ -273,7 +277,7 @@ def training_memory(
     inflight = inflight_microbatches(
         layout.schedule, layout.pp, s.microbatches, layout.virtual_stages
     )
-    stages = tuple(stage_memory(s, p, f) for p, f in zip(plans, inflight, strict=True))
+    stages = _stage_memories(s, plans, inflight)
     peak = max(stages, key=lambda st: st.total_bytes)
     totals = [st.total_bytes for st in stages]
     domain = domain_size or gpu.scale_up_domain_size

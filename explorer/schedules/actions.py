@@ -42,37 +42,21 @@ class Action:
         return f"{self.stage}{self.label}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Schedule:
-    """The ordered actions of every pipeline stage for one training step."""
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a micro-batch's passes run: (stage, chunk) positions along its forward route."""
 
-    name: ScheduleName
-    """Which schedule built the actions."""
     stages: int
     """Pipeline stages P (ranks)."""
-    microbatches: int
-    """Micro-batches M per step (DualPipe: M/2 from each end)."""
-    virtual: int
-    """Model chunks per stage V for interleaved 1F1B; 1 otherwise (a chunk is a whole stage)."""
-    actions: tuple[tuple[Action, ...], ...]
-    """Per stage, the actions in the order the stage runs them."""
-    parameter_copies: tuple[int, ...]
-    """Copies of one stage's parameters each stage holds (DualPipe: 2)."""
+    virtual: int = 1
+    """Model chunks per stage V for interleaved 1F1B; 1 otherwise."""
     bidirectional: bool = False
     """DualPipe's mirrored routes: chunk 0 runs stages 0..P-1, chunk 1 runs P-1..0."""
-    pairs: tuple[tuple[int, ...], ...] = ()
-    """Per stage, indices i where actions i (an F) and i + 1 (a B) form an F&B pair that starts
-    once both their inputs have arrived (DualPipe); empty means no pairs."""
 
     @property
     def num_chunks(self) -> int:
         """Distinct chunk indices on a stage: V, or 2 for DualPipe."""
         return 2 if self.bidirectional else self.virtual
-
-    @property
-    def split_backward(self) -> bool:
-        """Whether the weight gradient runs as separate W actions."""
-        return any(a.kind == "W" for a in self.actions[0])
 
     @property
     def route_length(self) -> int:
@@ -97,6 +81,61 @@ class Schedule:
         if not 0 <= position < self.route_length:
             return None
         return self.at_position(position, chunk)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule:
+    """The ordered actions of every pipeline stage for one training step."""
+
+    name: ScheduleName
+    """Which schedule built the actions."""
+    stages: int
+    """Pipeline stages P (ranks)."""
+    microbatches: int
+    """Micro-batches M per step (DualPipe: M/2 from each end)."""
+    virtual: int
+    """Model chunks per stage V for interleaved 1F1B; 1 otherwise (a chunk is a whole stage)."""
+    actions: tuple[tuple[Action, ...], ...]
+    """Per stage, the actions in the order the stage runs them."""
+    parameter_copies: tuple[int, ...]
+    """Copies of one stage's parameters each stage holds (DualPipe: 2)."""
+    bidirectional: bool = False
+    """DualPipe's mirrored routes: chunk 0 runs stages 0..P-1, chunk 1 runs P-1..0."""
+    pairs: tuple[tuple[int, ...], ...] = ()
+    """Per stage, indices i where actions i (an F) and i + 1 (a B) form an F&B pair that starts
+    once both their inputs have arrived (DualPipe); empty means no pairs."""
+
+    @property
+    def route(self) -> Route:
+        """The stage and chunk geometry of the micro-batches' routes."""
+        return Route(self.stages, self.virtual, self.bidirectional)
+
+    @property
+    def num_chunks(self) -> int:
+        """Distinct chunk indices on a stage: V, or 2 for DualPipe."""
+        return self.route.num_chunks
+
+    @property
+    def split_backward(self) -> bool:
+        """Whether the weight gradient runs as separate W actions."""
+        return any(a.kind == "W" for a in self.actions[0])
+
+    @property
+    def route_length(self) -> int:
+        """Positions on a micro-batch's route: P for DualPipe, V*P otherwise."""
+        return self.route.route_length
+
+    def position(self, stage: int, chunk: int) -> int:
+        """Index of (stage, chunk) along the forward route of the micro-batches that use it."""
+        return self.route.position(stage, chunk)
+
+    def at_position(self, position: int, chunk: int) -> tuple[int, int]:
+        """(stage, chunk) at ``position`` of the route that passes through ``chunk``."""
+        return self.route.at_position(position, chunk)
+
+    def neighbour(self, stage: int, chunk: int, step: int) -> tuple[int, int] | None:
+        """(stage, chunk) ``step`` positions further along the route; None past either end."""
+        return self.route.neighbour(stage, chunk, step)
 
     def chunks_of(self, microbatch: int) -> tuple[int, ...]:
         """Chunks a micro-batch passes through on every stage."""

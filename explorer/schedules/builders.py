@@ -147,6 +147,23 @@ def _stage_order(name: str, stages: int, stage: int, microbatches: int, virtual:
     return one_f_one_b_order(stages, stage, microbatches)  # 1f1b; interleaved with V = 1
 
 
+Orders = tuple[tuple[_Order, ...], tuple[tuple[int, ...], ...]]
+"""Per stage, (kind, micro-batch, chunk) in run order; per stage, the F&B pairs (DualPipe)."""
+
+
+def stage_orders(name: ScheduleName, stages: int, microbatches: int, virtual: int = 1) -> Orders:
+    """Every stage's order and F&B pairs, without ``Action`` objects (the simulator's fast path).
+
+    Raises ValueError (one sentence) when P, M or V do not suit the schedule.
+    """
+    require_valid(name, stages, microbatches, virtual)
+    if name == "dualpipe":
+        built = [dualpipe_actions(stages, s, microbatches) for s in range(stages)]
+        return tuple(o for o, _ in built), tuple(p for _, p in built)
+    orders = tuple(_stage_order(name, stages, s, microbatches, virtual) for s in range(stages))
+    return orders, ()
+
+
 @lru_cache(maxsize=256)
 def build_schedule(
     name: ScheduleName, stages: int, microbatches: int, virtual: int = 1
@@ -156,13 +173,7 @@ def build_schedule(
     Raises ValueError (one sentence) when P, M or V do not suit the schedule.
     Source: see each order function; REFERENCES.md "Pipeline schedules".
     """
-    require_valid(name, stages, microbatches, virtual)
-    pairs: tuple[tuple[int, ...], ...] = ()
-    if name == "dualpipe":
-        built = [dualpipe_actions(stages, s, microbatches) for s in range(stages)]
-        orders, pairs = tuple(o for o, _ in built), tuple(p for _, p in built)
-    else:
-        orders = tuple(_stage_order(name, stages, s, microbatches, virtual) for s in range(stages))
+    orders, pairs = stage_orders(name, stages, microbatches, virtual)
     actions = tuple(
         tuple(map(Action, repeat(stage), *zip(*order, strict=True)))
         for stage, order in enumerate(orders)

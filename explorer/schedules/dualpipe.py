@@ -99,15 +99,31 @@ def _warmup(rank: _Rank, half_ranks: int, half_rank: int) -> None:
 
 
 def _steady(rank: _Rank, stages: int, half_rank: int) -> None:
-    """Step 4 (main): nF0B1F1B0 as F&B pairs; the middle ranks do not pair the first F0B1."""
-    middle = half_rank == stages // 2 - 1
-    for i in range(rank.half_microbatches - stages + half_rank + 1):
-        if i == 0 and middle:
-            rank.forward(0)
-            rank.backward(1)
-        else:
-            rank.forward_backward(0, 1)
-        rank.forward_backward(1, 0)
+    """Step 4 (main): nF0B1F1B0 as F&B pairs; the middle ranks do not pair the first F0B1.
+
+    Written out in bulk: iteration i is F0 B1 W1 F1 B0 W0, each direction's counters one
+    further than in iteration i - 1 (the backward passes here compute W at once).
+    """
+    count = rank.half_microbatches - stages + half_rank + 1
+    if count <= 0:
+        return
+    first = len(rank.order)
+    d0, d1 = int(rank.second_half), 1 - int(rank.second_half)  # directions of phases 0, 1
+    f0, f1 = (rank._microbatch(d, rank.forwards[d]) for d in (d0, d1))
+    b0, b1 = (rank._microbatch(d, rank.backwards[d]) for d in (d0, d1))
+    rank.order += [
+        action
+        for i in range(count)
+        for action in (
+            ("F", f0 + i, d0), ("B", b1 + i, d1), ("W", b1 + i, d1),
+            ("F", f1 + i, d1), ("B", b0 + i, d0), ("W", b0 + i, d0),
+        )
+    ]  # fmt: skip
+    skip = 1 if half_rank == stages // 2 - 1 else 0  # the middle ranks' first F0B1
+    rank.pairs += [first + 6 * i + 3 * j for i in range(count) for j in (0, 1)][skip:]
+    for d in (d0, d1):
+        rank.forwards[d] += count
+        rank.backwards[d] += count
 
 
 def _cooldown(rank: _Rank, half_ranks: int, half_rank: int) -> None:

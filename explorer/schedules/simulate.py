@@ -23,7 +23,7 @@ import numpy as np
 
 from explorer.schedules.actions import KINDS, Kind, Schedule
 from explorer.schedules.builders import build_schedule
-from explorer.schedules.engine import RawTimeline, run
+from explorer.schedules.engine import RawTimeline, compile_orders, run
 from explorer.schedules.times import StageTimes
 from explorer.specs import ScheduleName
 
@@ -117,9 +117,8 @@ class Timeline:
 
 def _columns(raw: RawTimeline, schedule: Schedule) -> dict[str, np.ndarray]:
     """Decode the engine's action ids into stage, kind, micro-batch and chunk columns."""
-    ids = np.fromiter((i for row in raw.ids for i in row), dtype=np.int64)
     per_mb = schedule.num_chunks * schedule.stages
-    kind, rest = np.divmod(ids, schedule.microbatches * per_mb)
+    kind, rest = np.divmod(raw.ids, schedule.microbatches * per_mb)
     microbatch, rest = np.divmod(rest, per_mb)
     chunk, stage = np.divmod(rest, schedule.stages)
     return {
@@ -127,8 +126,8 @@ def _columns(raw: RawTimeline, schedule: Schedule) -> dict[str, np.ndarray]:
         "kind": kind,
         "microbatch": microbatch,
         "chunk": chunk,
-        "start_s": np.fromiter((t for row in raw.starts_s for t in row), dtype=float),
-        "end_s": np.fromiter((t for row in raw.ends_s for t in row), dtype=float),
+        "start_s": np.array(raw.starts_s, dtype=float),
+        "end_s": np.array(raw.ends_s, dtype=float),
     }
 
 
@@ -177,7 +176,9 @@ def simulate(schedule: Schedule, times: StageTimes) -> Timeline:
     """
     if times.stages != schedule.stages:
         raise ValueError(f"times are for {times.stages} stages, the schedule has {schedule.stages}")
-    columns = _columns(run(schedule, times), schedule)
+    orders = [[(a.kind, a.microbatch, a.chunk) for a in acts] for acts in schedule.actions]
+    compiled = compile_orders(schedule.route, orders, schedule.pairs, schedule.microbatches)
+    columns = _columns(run(compiled, times), schedule)
     durations = columns["end_s"] - columns["start_s"]
     busy = np.bincount(columns["stage"], weights=durations, minlength=schedule.stages)
     curves = _curves(columns, schedule)

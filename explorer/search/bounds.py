@@ -23,11 +23,12 @@ forms and simulator), and the ranked top against an exhaustive search.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import product
 from typing import NamedTuple
 
 from explorer.comm import StageContext, stage_collectives
+from explorer.comm.data_parallel import dp_collectives
 from explorer.compute import PassTimes, StageWork, optimizer_step_s, pass_times
 from explorer.estimate import EstimateAssumptions
 from explorer.estimate.pipeline import bottleneck_makespan_s
@@ -45,6 +46,11 @@ SAFETY = 1 - 1e-9
 
 FBW = tuple[float, float, float]
 """(forward, backward, weight) seconds of one micro-batch on one part."""
+
+Pair = tuple[ScheduleName, int]
+"""A pipeline schedule and its virtual stages."""
+Term = Callable[[Pair, ZeroStage, float], float]
+"""Tier 1's term for a pipeline and ZeRO stage, given the exposed seconds."""
 
 
 def _stage_times(rows: Sequence[Sequence[float]]) -> StageTimes:
@@ -85,6 +91,7 @@ class Bounds:
         self._parts: dict[Candidate, _Parts] = {}
         self._units: dict[tuple[int, int, int, int, int, Recompute], Unit] = {}
         self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}
+        self._policies: dict[tuple[Candidate, bool, bool], float] = {}
 
     # ------------------------------------------------------------------ tier 1
 
@@ -140,25 +147,56 @@ class Bounds:
         return {z: (d.per_microbatch_s, d.tail_s / c.pp) for z, d in found.items()}
 
     def _policy_s(self, c: Candidate, comm: bool, memory: bool) -> float:
-        """Tier 1 for a node whose recompute policy is known, s (see ``node_s``)."""
+        """Tier 1 for a node whose recompute policy is known, s (see ``node_s``; cached)."""
+        key = (c, comm, memory)
+        if key not in self._policies:
+            self._policies[key] = self._policy_bound_s(c, comm, memory)
+        return self._policies[key]
+
+    def _policy_bound_s(self, c: Candidate, comm: bool, memory: bool) -> float:
         variants, rc = self._variants(c), c.recompute or "none"
         stages = [c.zero] if c.zero is not None else list(self.p.space.zero_stages)
         least = {v: self.floor.least_zero(c, v, rc) if memory else 0 for v in variants}
         stages = [z for z in stages if any(z >= least[v] for v in variants)]
         if not stages:
             return float("inf")
-        unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
+        term = self._terms(c, comm, stages)
         exposed = self._comm_s(c) if comm else 0.0
-        costs = self._costs(c, stages) if comm else dict.fromkeys(stages, (0.0, 0.0))
-        m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        if comm and memory and c.schedule is None:
+            self._remember_pipelines(c, least, stages, term)
         return min(
-            (
-                self.pipelined_floor_s(c, v, unit, m, exposed + costs[z][0]) + costs[z][1]
-                for v, z in product(variants, stages)
-                if z >= least[v]
-            ),
+            (term(v, z, exposed) for v, z in product(variants, stages) if z >= least[v]),
             default=float("inf"),
         )
+
+    def _terms(self, c: Candidate, comm: bool, stages: list[ZeroStage]) -> Term:
+        """Tier 1's terms under ``c``; a floor is computed once per distinct communication time
+        (ZeRO 0 and 1, and every stage without collectives, share theirs)."""
+        unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
+        costs = self._costs(c, stages) if comm else dict.fromkeys(stages, (0.0, 0.0))
+        m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        floors: dict[tuple[Pair, float], float] = {}
+
+        def term(v: Pair, z: ZeroStage, exposed: float) -> float:
+            total = exposed + costs[z][0]
+            if (v, total) not in floors:
+                floors[v, total] = self.pipelined_floor_s(c, v, unit, m, total)
+            return floors[v, total] + costs[z][1]
+
+        return term
+
+    def _remember_pipelines(
+        self, c: Candidate, least: dict[Pair, int], stages: list[ZeroStage], term: Term
+    ) -> None:
+        """Cache the children's cheap bounds (pipeline known; ``least`` per pipeline) from
+        their parent's terms: the same floors, with EP exposed unless the child's own schedule
+        is DualPipe."""
+        whole = self.ctx.whole_of(c)
+        for v in least:
+            exposed = whole.model_s + (0.0 if v[0] == "dualpipe" else whole.expert_s)
+            child = c._replace(schedule=v[0], virtual=v[1])
+            found = [term(v, z, exposed) for z in stages if z >= least[v]]
+            self._policies[child, True, True] = min(found, default=float("inf"))
 
     def node_s(self, c: Candidate, comm: bool = True, memory: bool = True) -> float:
         """Tier 1: lower bound on the step time of every complete layout under ``c`` (degrees
@@ -228,7 +266,7 @@ class Bounds:
         comm, compute = self.ctx.comm(layout), self.ctx.compute(layout)
         full = {}
         for work, (passes, (f, b, w)) in data.timed.items():
-            found = stage_collectives(work, passes, comm)
+            found = dp_collectives(work, passes, comm)  # a stage's only collectives on dp
             step = exposed_s(found, ("dp",), ("step",)) + optimizer_step_s(work, compute)
             forward = f + exposed_s(found, ("dp",), ("forward",))
             full[work] = (forward, b + exposed_s(found, ("dp",), ("backward",)), w, step)

@@ -25,7 +25,7 @@ from explorer.compute import (
     stage_work,
 )
 from explorer.estimate import EstimateAssumptions
-from explorer.mesh import Candidate, Problem, to_layout
+from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
 from explorer.specs import Layout, ZeroStage
 
@@ -117,8 +117,12 @@ class Contexts:
         return self.work(tuple(range(self.p.model.num_hidden_layers)), True, True)
 
     def _layout(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Layout:
-        blank = c._replace(schedule="dualpipe" if dualpipe else None, virtual=None, zero=zero)
-        return to_layout(blank)
+        """``to_layout`` of ``c`` with this ZeRO stage, DualPipe or 1F1B, one virtual stage."""
+        return Layout(
+            dp=c.dp, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep or 1, etp=c.etp or 1, zero=zero,
+            micro_batch_size=c.mbs or 1, recompute=c.recompute or "none",
+            schedule="dualpipe" if dualpipe else "1f1b",
+        )  # fmt: skip
 
     def _passes(self, c: Candidate) -> PassTimes:
         """Whole-model pass times (ZeRO and schedule change no compute; cached)."""

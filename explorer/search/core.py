@@ -137,7 +137,9 @@ class _Search:
             )  # fmt: skip
             if memory.fits:
                 self.estimated += 1
-                e = estimate(p.model, p.cluster, layout, p.workload, self.assumptions)
+                e = estimate(
+                    p.model, p.cluster, layout, p.workload, self.assumptions, memory=memory
+                )
         except ValueError as error:  # a constraint of the core the rules do not know
             self.reject([Rejection(node, "estimate", str(error), 1)])
             return

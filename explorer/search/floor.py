@@ -24,7 +24,7 @@ from explorer.memory.states import HeldParams, ModelStates, stage_model_states, 
 from explorer.memory.tensors import ActivationShape
 from explorer.memory.training import fixed_overheads
 from explorer.mesh import Candidate, Problem
-from explorer.partition import pipeline_plan
+from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
 from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
@@ -56,6 +56,7 @@ class MemoryFloor:
         self._blocks: dict[tuple[object, ...], tuple[float, float]] = {}
         self._fits: dict[tuple[object, ...], int] = {}
         self._state_cache: dict[tuple[object, ...], ModelStates] = {}
+        self._floors: dict[tuple[object, ...], float] = {}
 
     def _states(self, held: HeldParams, c: Candidate, zero: int) -> ModelStates:
         """Model states of ``held`` parameters, fewest bytes any framework keeps (cached)."""
@@ -67,6 +68,16 @@ class MemoryFloor:
             )
         return self._state_cache[key]
 
+    def _plans(self, layout: Layout) -> list[tuple[StagePlan, HeldParams]]:
+        """Each rank's plan and parameters, computed once per distinct ``StagePlan.contents``
+        (all that ``stage_params`` reads of a plan)."""
+        held: dict[tuple[int, int, bool, bool, int], HeldParams] = {}
+        plans = pipeline_plan(self.p.model, layout)
+        for plan in plans:
+            if plan.contents not in held:
+                held[plan.contents] = stage_params(self.p.model, layout, plan)
+        return [(plan, held[plan.contents]) for plan in plans]
+
     def _mean_held(self, c: Candidate, dualpipe: bool) -> HeldParams:
         """Parameters per GPU averaged over the pipeline ranks: the same for any split, twice
         as many under DualPipe (each rank holds two stages)."""
@@ -75,14 +86,17 @@ class MemoryFloor:
             name: ScheduleName = "dualpipe" if dualpipe else "1f1b"
             layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], schedule=name)
             total = HeldParams()
-            for plan in pipeline_plan(self.p.model, layout):
-                total = total + stage_params(self.p.model, layout, plan)
+            for _, held in self._plans(layout):
+                total = total + held
             self._held[key] = total * (1 / c.pp)
         return self._held[key]
 
     def _states_floor(self, c: Candidate, dualpipe: bool, zero: ZeroStage) -> float:
-        states = self._states(self._mean_held(c, dualpipe), c, zero)
-        return SAFETY * (states.total_bytes + self.fixed)
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe, zero)
+        if key not in self._floors:
+            states = self._states(self._mean_held(c, dualpipe), c, zero)
+            self._floors[key] = SAFETY * (states.total_bytes + self.fixed)
+        return self._floors[key]
 
     def states_bytes(self, c: Candidate) -> float:
         """Mean model states with gradients, runtime and reserve; ``c.zero`` known, bytes."""
@@ -99,8 +113,7 @@ class MemoryFloor:
             layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
                             schedule=name)  # fmt: skip
             firsts: dict[_Rank, int] = {}
-            for r, plan in enumerate(pipeline_plan(self.p.model, layout)):
-                held = stage_params(self.p.model, layout, plan)
+            for r, (plan, held) in enumerate(self._plans(layout)):
                 rank = _Rank(held, plan.num_dense_layers, plan.num_moe_layers, plan.copies)
                 firsts.setdefault(rank, r)
             self._rank_cache[key] = [(r, rank) for rank, r in firsts.items()]
@@ -141,20 +154,28 @@ class MemoryFloor:
             self._weight_cache[key] = found
         return self._weight_cache[key]
 
-    def _first(
-        self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute, zero: ZeroStage
-    ) -> float:
-        """The fullest rank at the backward start for one schedule, recompute and ZeRO stage:
-        weights, master weights, optimizer states and min(M, P - r) micro-batches of block
-        activations on rank r (every schedule's closed form holds at least that many)."""
+    def _activations(
+        self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute
+    ) -> list[float]:
+        """Per distinct rank (``_ranks`` order): min(M, P - r) micro-batches of its block
+        activations at the backward start (every schedule's closed form holds at least that
+        many), bytes."""
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
         dense, moe = self._block_bytes(c, rc)
         count = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
-        most = max(
-            weights + min(count, c.pp - r) * (rank.dense * dense + rank.moe * moe) / rank.copies
-            for r, weights, rank in self._weights(c, variant[1], dualpipe, zero)
-        )
-        return most + self.fixed
+        return [
+            min(count, c.pp - r) * (rank.dense * dense + rank.moe * moe) / rank.copies
+            for r, rank in self._ranks(c, variant[1], dualpipe)
+        ]
+
+    def _first(
+        self, c: Candidate, variant: tuple[ScheduleName, int], zero: ZeroStage, acts: list[float]
+    ) -> float:
+        """The fullest rank at the backward start for one schedule, recompute and ZeRO stage:
+        weights, master weights, optimizer states and its activations ``acts``."""
+        dualpipe = variant[0] == "dualpipe" and c.pp > 1
+        found = self._weights(c, variant[1], dualpipe, zero)
+        return max(w + a for (_, w, _), a in zip(found, acts, strict=True)) + self.fixed
 
     def least_zero(self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute) -> int:
         """The lowest ZeRO stage at which both floors of one (schedule, recompute) choice under
@@ -164,17 +185,19 @@ class MemoryFloor:
         shape = (variant[1], variant[0] == "dualpipe" and c.pp > 1)
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, shape, rc)
         if key not in self._fits:
-            self._fits[key] = next((z for z in (0, 1, 2, 3) if self._fits_at(c, variant, rc, z)), 4)
+            acts = self._activations(c, variant, rc)
+            fits = (z for z in (0, 1, 2, 3) if self._fits_at(c, variant, z, acts))
+            self._fits[key] = next(fits, 4)
         return self._fits[key]
 
     def _fits_at(
-        self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute, zero: ZeroStage
+        self, c: Candidate, variant: tuple[ScheduleName, int], zero: ZeroStage, acts: list[float]
     ) -> bool:
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
-        need = max(
-            self._states_floor(c, dualpipe, zero), SAFETY * self._first(c, variant, rc, zero)
-        )
-        return need <= self.p.cluster.gpu.memory_bytes
+        have = self.p.cluster.gpu.memory_bytes
+        if self._states_floor(c, dualpipe, zero) > have:
+            return False
+        return SAFETY * self._first(c, variant, zero, acts) <= have
 
     def _reason(self, need: float, what: str) -> str | None:
         have = self.p.cluster.gpu.memory_bytes
