@@ -424,3 +424,36 @@ def test_deduplicated_dispatch_sends_one_copy_per_remote_node() -> None:
     )
     plain = all_to_all_group_s(size, group, PERFECT)
     assert deduplicated_all_to_all_s(size, 8, group, PERFECT, 4) < plain
+
+
+def _span_by_every_rank(sizes, members, domain):
+    """The placement span counted over every rank (the reference for the period shortcut)."""
+    import numpy as np
+
+    world = int(np.prod(sizes))
+    ranks = np.arange(world)
+    strides = np.cumprod((1, *sizes[:-1]))
+    group_id = ranks.copy()
+    for size, stride, member in zip(sizes, strides, members, strict=True):
+        if member:
+            group_id -= (ranks // stride) % size * stride
+    pairs = np.unique(group_id * world + ranks // domain)
+    per_group = np.bincount(pairs // world)
+    per_group = per_group[per_group > 0]
+    group_size = int(np.prod([s for s, m in zip(sizes, members, strict=True) if m]))
+    return max(1, group_size // int(per_group.max())), int(per_group.max())
+
+
+@given(
+    sizes=st.lists(st.sampled_from([1, 2, 3, 4, 8, 16]), min_size=1, max_size=5),
+    data=st.data(),
+    domain=st.sampled_from([1, 2, 4, 8, 16, 72]),
+)
+def test_group_span_shortcut_equals_counting_every_rank(sizes, data, domain) -> None:
+    from explorer.comm.topology import _span
+
+    members = tuple(data.draw(st.lists(st.booleans(), min_size=len(sizes), max_size=len(sizes))))
+    if not any(members):
+        return
+    expected = _span_by_every_rank(tuple(sizes), members, domain)
+    assert _span.__wrapped__(tuple(sizes), members, domain) == expected

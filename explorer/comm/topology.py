@@ -121,6 +121,11 @@ def _span(sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int) -
     fixes the others. Exact for any sizes (counts every rank), cached per shape.
     """
     world = int(np.prod(sizes))
+    outermost = max(i for i, member in enumerate(members) if member) if any(members) else 0
+    period = int(np.prod(sizes[: outermost + 1]))
+    if period % domain_size == 0:
+        # Groups and domains both repeat every ``period`` ranks: the first period is the rest.
+        sizes, members, world = sizes[: outermost + 1], members[: outermost + 1], period
     ranks = np.arange(world)
     strides = np.cumprod((1, *sizes[:-1]))
     group_id = ranks.copy()
