@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hand_models import H100_LIKE as H100
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,19 +24,11 @@ from explorer.counting import param_counts
 from explorer.flops import forward_flops_per_token
 from explorer.partition import pipeline_plan
 from explorer.precision import precision_policy
-from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.specs import Layout, ModelSpec, TrainingWorkload
 
 REL = 1e-9
 """Exact ledgers: only float rounding."""
 
-H100 = GpuSpec(
-    name="h100-like",
-    memory_bytes=80 * 10**9,
-    bf16_flops_per_s=989e12,
-    fp8_flops_per_s=1979e12,
-    hbm_bytes_per_s=3.35e12,
-    scale_up_bytes_per_s=450e9,
-)
 DENSE = ModelSpec(
     num_hidden_layers=16,
     hidden_size=4096,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hand_models import DEEPSEEK_V3
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,28 +22,6 @@ LLAMA3_8B = ModelSpec(
     num_key_value_heads=8,
     intermediate_size=14336,
     vocab_size=128256,
-)
-
-DEEPSEEK_V3 = ModelSpec(
-    name="deepseek-v3-by-hand",
-    num_hidden_layers=61,
-    hidden_size=7168,
-    num_attention_heads=128,
-    num_key_value_heads=128,
-    intermediate_size=18432,
-    vocab_size=129280,
-    n_routed_experts=256,
-    n_shared_experts=1,
-    num_experts_per_tok=8,
-    moe_intermediate_size=2048,
-    first_k_dense_replace=3,
-    router_bias=True,
-    q_lora_rank=1536,
-    kv_lora_rank=512,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=128,
-    v_head_dim=128,
-    num_nextn_predict_layers=1,
 )
 
 

@@ -7,6 +7,8 @@ import itertools
 from dataclasses import replace
 
 import pytest
+from hand_models import H100_LIKE as GPU
+from hand_models import LLAMA_LIKE_8B as MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,9 +27,7 @@ from explorer.memory import training_memory
 from explorer.schedules import StageTimes
 from explorer.specs import (
     ClusterSpec,
-    GpuSpec,
     Layout,
-    ModelSpec,
     ScheduleName,
     TrainingWorkload,
 )
@@ -40,24 +40,7 @@ within +-10% of each other (7.7% seen at worst over 3000 random cases, at M <= P
 PRESET_BOUND = 0.03
 """The same on real layouts of preset models (+2.2% at worst over 168 layouts)."""
 
-GPU = GpuSpec(
-    name="h100-like",
-    memory_bytes=80 * 10**9,
-    bf16_flops_per_s=989e12,
-    fp8_flops_per_s=1979e12,
-    hbm_bytes_per_s=3.35e12,
-    scale_up_bytes_per_s=450e9,
-)
 CLUSTER = ClusterSpec(gpu=GPU, gpus_per_node=8, num_nodes=16)
-MODEL = ModelSpec(
-    name="llama-like-8b",
-    num_hidden_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    intermediate_size=14336,
-    vocab_size=128256,
-)
 MOE = replace(MODEL, n_routed_experts=32, num_experts_per_tok=4, moe_intermediate_size=1408)
 WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=256)
 LAYOUT = Layout(tp=4, pp=4, dp=8, zero=1)

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 
 import pytest
+from hand_models import DEEPSEEK_V3
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,27 +60,6 @@ LLAMA_405B = dataclasses.replace(
     hidden_size=16384,
     num_attention_heads=128,
     intermediate_size=53248,
-)
-DEEPSEEK_V3 = ModelSpec(
-    name="deepseek-v3-by-hand",
-    num_hidden_layers=61,
-    hidden_size=7168,
-    num_attention_heads=128,
-    num_key_value_heads=128,
-    intermediate_size=18432,
-    vocab_size=129280,
-    n_routed_experts=256,
-    n_shared_experts=1,
-    num_experts_per_tok=8,
-    moe_intermediate_size=2048,
-    first_k_dense_replace=3,
-    router_bias=True,
-    q_lora_rank=1536,
-    kv_lora_rank=512,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=128,
-    v_head_dim=128,
-    num_nextn_predict_layers=1,
 )
 WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=256)
 ZERO_PAPER = precision_policy("bf16-mixed", "bf16")  # 2 + 2 + K = 12 bytes per parameter

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import replace
 
 import pytest
+from hand_models import LLAMA_LIKE_8B as MODEL
 
 from explorer.scaling import (
     LayoutFamily,
@@ -15,7 +16,7 @@ from explorer.scaling import (
     strong_scaling,
     weak_scaling,
 )
-from explorer.specs import ClusterSpec, GpuSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.specs import ClusterSpec, GpuSpec, Layout, TrainingWorkload
 
 GPU = GpuSpec(
     name="h100-like",
@@ -25,15 +26,6 @@ GPU = GpuSpec(
     scale_up_bytes_per_s=450e9,
 )
 CLUSTER = ClusterSpec(gpu=GPU, gpus_per_node=8)
-MODEL = ModelSpec(
-    name="llama-like-8b",
-    num_hidden_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    intermediate_size=14336,
-    vocab_size=128256,
-)
 WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=256)
 FAMILY = LayoutFamily(recomputes=("selective",))
 COUNTS = (8, 16, 32, 64)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from explorer.calibration import dgx_a100, gpt
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, estimate
 from explorer.mesh import Candidate, Problem, SearchSpace, check, enumerate_layouts, to_layout
 from explorer.presets import load_cluster, load_gpu, load_model
@@ -128,7 +129,7 @@ def test_the_pruned_top_equals_an_exhaustive_search(assumptions):
     workload = TrainingWorkload(seq_len=2048, global_batch_size=128)
     space = SearchSpace(micro_batch_sizes=(1, 2), max_virtual=2)
     model = load_model("llama-3.1-8b")
-    cluster = ClusterSpec(gpu=load_gpu("a100-80g"), num_nodes=2, scale_out_bytes_per_s=25e9)
+    cluster = dgx_a100(16)
     kwargs = {"space": space, "assumptions": assumptions}
     pruned = search(model, cluster, workload, ranked=12, **kwargs)
     full = search(model, cluster, workload, ranked=None, **kwargs)
@@ -213,31 +214,12 @@ MEGATRON_2021 = SearchSpace(zero_stages=(0,), schedules=("1f1b", "interleaved"))
 """What Megatron-LM ran in 2021: no distributed optimizer, 1F1B or interleaved 1F1B."""
 
 
-def gpt(h: int, layers: int, heads: int) -> ModelSpec:
-    """A GPT-3-style model (GELU MLP of 4h, LayerNorm, biases, learned positions, V = 51200)."""
-    return ModelSpec(
-        name=f"gpt-h{h}-l{layers}",
-        num_hidden_layers=layers,
-        hidden_size=h,
-        num_attention_heads=heads,
-        intermediate_size=4 * h,
-        ffn_kind="gelu",
-        vocab_size=51200,
-        norm_kind="layernorm",
-        attention_bias=True,
-        attention_out_bias=True,
-        mlp_bias=True,
-        max_position_embeddings=2048,
-        learned_position_embeddings=True,
-    )
-
-
 @pytest.mark.parametrize(
     "row", [pytest.param(r, id=f"narayanan2021-table1-{r[0]}b") for r in TABLE1]
 )
 def test_megatron_table1_layouts_are_valid_and_rank_near_the_top(row):
     _, h, layers, heads, tp, pp, gpus, batch = row
-    cluster = ClusterSpec(gpu=load_gpu("a100-80g"), num_nodes=gpus // 8, scale_out_bytes_per_s=25e9)
+    cluster = dgx_a100(gpus)
     workload = TrainingWorkload(seq_len=2048, global_batch_size=batch)
     model = gpt(h, layers, heads)
     p = Problem(model=model, cluster=cluster, workload=workload, num_gpus=gpus)
