@@ -20,12 +20,19 @@ def stage_collectives(
 
     Source: explorer.comm.step (TP, CP, EP, PP) and explorer.comm.data_parallel (DP, ZeRO).
     """
+    return (*model_collectives(work, passes, ctx), *dp_collectives(work, passes, ctx))
+
+
+def model_collectives(
+    work: StageWork, passes: PassTimes, ctx: StageContext, pp: bool = True
+) -> tuple[Collective, ...]:
+    """The TP, CP, EP and (``pp``) PP collectives of ``stage_collectives``, in its order:
+    everything but the data-parallel ones, for callers that sum only those axes."""
     return (
         *tp_collectives(work, passes, ctx),
         *cp_collectives(work, passes, ctx),
         *ep_collectives(work, passes, ctx),
-        *pp_collectives(passes, ctx),
-        *dp_collectives(work, passes, ctx),
+        *(pp_collectives(passes, ctx) if pp else ()),
     )
 
 

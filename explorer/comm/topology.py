@@ -120,20 +120,26 @@ def _span(sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int) -
     ``sizes`` are in placement order, innermost first; a group varies the member axes and
     fixes the others. Exact for any sizes (counts every rank), cached per shape.
     """
-    world = int(np.prod(sizes))
+    world = math.prod(sizes)
     outermost = max(i for i, member in enumerate(members) if member) if any(members) else 0
-    period = int(np.prod(sizes[: outermost + 1]))
+    period = math.prod(sizes[: outermost + 1])
     if period % domain_size == 0:
         # Groups and domains both repeat every ``period`` ranks: the first period is the rest.
         sizes, members, world = sizes[: outermost + 1], members[: outermost + 1], period
     ranks = np.arange(world)
-    strides = np.cumprod((1, *sizes[:-1]))
-    group_id = ranks.copy()
-    for size, stride, member in zip(sizes, strides, members, strict=True):
-        if member:
-            group_id -= (ranks // stride) % size * stride  # zero this axis' coordinate
-    pairs = np.unique(group_id * world + ranks // domain_size)
-    per_group_domains = np.bincount(pairs // world)
+    grid = ranks.reshape(sizes[::-1])  # C order: the innermost axis varies fastest
+    # Each rank's group id: the rank with its member axes' coordinates zeroed.
+    corner = grid[tuple(slice(0, 1) if member else slice(None) for member in members[::-1])]
+    group_id = np.broadcast_to(corner, grid.shape).reshape(-1)
+    if world % domain_size == 0:
+        # Domains are runs of ``domain_size`` ranks: count each group once per run it is in.
+        rows = np.sort(group_id.reshape(-1, domain_size), axis=1)
+        first = np.ones(rows.shape, dtype=bool)
+        first[:, 1:] = rows[:, 1:] != rows[:, :-1]
+        per_group_domains = np.bincount(rows[first])
+    else:
+        pairs = np.unique(group_id * world + ranks // domain_size)
+        per_group_domains = np.bincount(pairs // world)
     per_group_domains = per_group_domains[per_group_domains > 0]
     group_size = int(np.prod([s for s, m in zip(sizes, members, strict=True) if m]))
     most = int(per_group_domains.max())

@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import product
 from typing import NamedTuple
 
-from explorer.comm import StageContext, stage_collectives
+from explorer.comm import StageContext
 from explorer.comm.data_parallel import dp_collectives
+from explorer.comm.inventory import model_collectives
 from explorer.compute import PassTimes, StageWork, optimizer_step_s, pass_times
 from explorer.estimate import EstimateAssumptions
 from explorer.estimate.pipeline import bottleneck_makespan_s
@@ -71,7 +72,7 @@ class _Parts(NamedTuple):
 
 def _fbw(work: StageWork, passes: PassTimes, ctx: StageContext) -> FBW:
     """(F, B, W) of one part: compute plus the exposed TP, CP, EP and PP collectives."""
-    found = stage_collectives(work, passes, ctx)
+    found = model_collectives(work, passes, ctx)  # the dp ones are not summed here
     axes = ("tp", "cp", "ep", "pp")
     return (
         passes.forward_s + exposed_s(found, axes, ("forward",)),
@@ -92,6 +93,7 @@ class Bounds:
         self._units: dict[tuple[int, int, int, int, int, Recompute], Unit] = {}
         self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}
         self._policies: dict[tuple[Candidate, bool, bool], float] = {}
+        self._passes: dict[tuple[object, ...], PassTimes] = {}
 
     # ------------------------------------------------------------------ tier 1
 
@@ -156,7 +158,7 @@ class Bounds:
     def _policy_bound_s(self, c: Candidate, comm: bool, memory: bool) -> float:
         variants, rc = self._variants(c), c.recompute or "none"
         stages = [c.zero] if c.zero is not None else list(self.p.space.zero_stages)
-        least = {v: self.floor.least_zero(c, v, rc) if memory else 0 for v in variants}
+        least = self._least(c, variants, rc) if memory else dict.fromkeys(variants, 0)
         stages = [z for z in stages if any(z >= least[v] for v in variants)]
         if not stages:
             return float("inf")
@@ -168,6 +170,18 @@ class Bounds:
             (term(v, z, exposed) for v, z in product(variants, stages) if z >= least[v]),
             default=float("inf"),
         )
+
+    def _least(self, c: Candidate, variants: Iterable[Pair], rc: Recompute) -> dict[Pair, int]:
+        """``MemoryFloor.least_zero`` per pipeline, computed once per plan shape (virtual
+        stages, DualPipe): all that it sees of the schedule."""
+        shapes: dict[tuple[int, bool], int] = {}
+        least = {}
+        for v in variants:
+            shape = (v[1], v[0] == "dualpipe" and c.pp > 1)
+            if shape not in shapes:
+                shapes[shape] = self.floor.least_zero(c, v, rc)
+            least[v] = shapes[shape]
+        return least
 
     def _terms(self, c: Candidate, comm: bool, stages: list[ZeroStage]) -> Term:
         """Tier 1's terms under ``c``; a floor is computed once per distinct communication time
@@ -232,8 +246,13 @@ class Bounds:
             works = tuple(self.ctx.work(*part) for part in parts(self.p.model, layout))
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
             timed = {}
+            # pass_times reads only these layout fields (explorer.compute)
+            fields = (layout.tp, layout.sp, layout.cp, layout.ep, layout.etp,
+                      layout.micro_batch_size, layout.recompute)  # fmt: skip
             for work in set(works):
-                passes = pass_times(work, compute)
+                if (work, fields) not in self._passes:
+                    self._passes[work, fields] = pass_times(work, compute)
+                passes = self._passes[work, fields]
                 timed[work] = (passes, _fbw(work, passes, comm))
             self._parts[key] = _Parts(works, timed)
         return self._parts[key]

@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import NamedTuple
 
-from explorer.comm import Collective, GroupPlacement, StageContext, place_group, stage_collectives
+from explorer.comm import Collective, GroupPlacement, StageContext, place_group
 from explorer.comm.data_parallel import dp_collectives
+from explorer.comm.inventory import model_collectives
 from explorer.comm.topology import GroupName
 from explorer.compute import (
     ComputeContext,
@@ -69,6 +70,8 @@ class Contexts:
         self._whole: dict[tuple[object, ...], Whole] = {}
         self._data: dict[tuple[object, ...], Data] = {}
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
+        self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
+        self._data_ctx: dict[tuple[object, ...], tuple[StageContext, float]] = {}
 
     @property
     def moe_imbalance(self) -> float:
@@ -109,8 +112,12 @@ class Contexts:
 
     def work(self, layers: tuple[int, ...], first: bool, last: bool) -> StageWork:
         """A part's work (explorer.compute.stage_work with the estimate's FLOP convention)."""
-        causal = self.a.compute.causal_attention_flops
-        return stage_work(self.p.model, layers, self.p.workload.seq_len, first, last, causal)
+        key = (layers, first, last)
+        if key not in self._works:  # cached here: stage_work's own cache hashes the model
+            causal = self.a.compute.causal_attention_flops
+            w = self.p.workload
+            self._works[key] = stage_work(self.p.model, layers, w.seq_len, first, last, causal)
+        return self._works[key]
 
     @cached_property
     def whole_model(self) -> StageWork:
@@ -138,9 +145,8 @@ class Contexts:
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
         if key not in self._whole:
             passes = self._passes(c)
-            found = stage_collectives(
-                self.whole_model, passes, self.comm(self._layout(c, 0, dualpipe))
-            )
+            ctx = self.comm(self._layout(c, 0, dualpipe))
+            found = model_collectives(self.whole_model, passes, ctx, pp=False)  # TP, CP, EP
             mb = ("forward", "backward")
             self._whole[key] = Whole(
                 compute_s=passes.forward_s + passes.backward_s,
@@ -154,11 +160,23 @@ class Contexts:
         explorer.comm.data_parallel and the optimizer step)."""
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, zero)
         if key not in self._data:
-            layout = self._layout(c, zero, False)
-            found = dp_collectives(self.whole_model, self._passes(c), self.comm(layout))
+            comm, optimizer = self._data_context(c, zero)
+            found = dp_collectives(self.whole_model, self._passes(c), comm)
             step = exposed_s(found, ("dp",), ("step",))
             self._data[key] = Data(
                 per_microbatch_s=exposed_s(found, ("dp",), ("forward", "backward")),
-                tail_s=step + optimizer_step_s(self.whole_model, self.compute(layout)),
+                tail_s=step + optimizer,
             )
         return self._data[key]
+
+    def _data_context(self, c: Candidate, zero: ZeroStage) -> tuple[StageContext, float]:
+        """The communication context ``data_of`` times the data-parallel collectives in, and
+        the whole model's optimizer step, s (cached per degrees and ZeRO stage: neither
+        ``dp_collectives`` nor ``optimizer_step_s`` reads the micro-batch size, recompute
+        policy or schedule of the layout, only its degrees and ZeRO stage)."""
+        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, zero)
+        if key not in self._data_ctx:
+            layout = self._layout(c, zero, False)
+            optimizer = optimizer_step_s(self.whole_model, self.compute(layout))
+            self._data_ctx[key] = (self.comm(layout), optimizer)
+        return self._data_ctx[key]

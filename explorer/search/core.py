@@ -17,6 +17,7 @@ fastest ones, in order, and each row is the estimate's own numbers. The search s
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
 from dataclasses import dataclass, field
@@ -205,8 +206,14 @@ def search(
         model=model, cluster=cluster, workload=workload, num_gpus=gpus, space=space or SearchSpace()
     )
     run = _searcher(problem, assumptions, float("inf") if ranked is None else ranked)
-    run.run()
-    run.leftovers()
+    collecting = gc.isenabled()
+    gc.disable()  # the search builds many small acyclic objects; cyclic GC passes only cost time
+    try:
+        run.run()
+        run.leftovers()
+    finally:
+        if collecting:
+            gc.enable()
     rejected = rejected_frame(run.rejected)
     return SearchResult(
         evaluated=len(run.ranked) + int(rejected["num_layouts"].sum()),

@@ -57,6 +57,8 @@ class MemoryFloor:
         self._fits: dict[tuple[object, ...], int] = {}
         self._state_cache: dict[tuple[object, ...], ModelStates] = {}
         self._floors: dict[tuple[object, ...], float] = {}
+        self._plan_cache: dict[tuple[object, ...], list[tuple[StagePlan, HeldParams]]] = {}
+        self._states_ok: dict[tuple[object, ...], tuple[ZeroStage, ...]] = {}
 
     def _states(self, held: HeldParams, c: Candidate, zero: int) -> ModelStates:
         """Model states of ``held`` parameters, fewest bytes any framework keeps (cached)."""
@@ -71,12 +73,15 @@ class MemoryFloor:
     def _plans(self, layout: Layout) -> list[tuple[StagePlan, HeldParams]]:
         """Each rank's plan and parameters, computed once per distinct ``StagePlan.contents``
         (all that ``stage_params`` reads of a plan)."""
-        held: dict[tuple[int, int, bool, bool, int], HeldParams] = {}
-        plans = pipeline_plan(self.p.model, layout)
-        for plan in plans:
-            if plan.contents not in held:
-                held[plan.contents] = stage_params(self.p.model, layout, plan)
-        return [(plan, held[plan.contents]) for plan in plans]
+        key = (layout.tp, layout.pp, layout.ep, layout.etp, layout.virtual_stages, layout.schedule)
+        if key not in self._plan_cache:
+            held: dict[tuple[int, int, bool, bool, int], HeldParams] = {}
+            plans = pipeline_plan(self.p.model, layout)
+            for plan in plans:
+                if plan.contents not in held:
+                    held[plan.contents] = stage_params(self.p.model, layout, plan)
+            self._plan_cache[key] = [(plan, held[plan.contents]) for plan in plans]
+        return self._plan_cache[key]
 
     def _mean_held(self, c: Candidate, dualpipe: bool) -> HeldParams:
         """Parameters per GPU averaged over the pipeline ranks: the same for any split, twice
@@ -186,17 +191,27 @@ class MemoryFloor:
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, shape, rc)
         if key not in self._fits:
             acts = self._activations(c, variant, rc)
-            fits = (z for z in (0, 1, 2, 3) if self._fits_at(c, variant, z, acts))
+            fits = (z for z in self._states_fit(c, shape[1]) if self._fits_at(c, variant, z, acts))
             self._fits[key] = next(fits, 4)
         return self._fits[key]
+
+    def _states_fit(self, c: Candidate, dualpipe: bool) -> tuple[ZeroStage, ...]:
+        """The ZeRO stages, in order, whose model-states floor leaves room on the GPU (cached
+        per degrees: the floor does not see the micro-batch, recompute or virtual stages)."""
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe)
+        if key not in self._states_ok:
+            have = self.p.cluster.gpu.memory_bytes
+            stages: tuple[ZeroStage, ...] = (0, 1, 2, 3)
+            ok = tuple(z for z in stages if self._states_floor(c, dualpipe, z) <= have)
+            self._states_ok[key] = ok
+        return self._states_ok[key]
 
     def _fits_at(
         self, c: Candidate, variant: tuple[ScheduleName, int], zero: ZeroStage, acts: list[float]
     ) -> bool:
-        dualpipe = variant[0] == "dualpipe" and c.pp > 1
+        """Whether the backward-start floor of ZeRO stage ``zero`` fits (``_states_fit``
+        checks the states floor)."""
         have = self.p.cluster.gpu.memory_bytes
-        if self._states_floor(c, dualpipe, zero) > have:
-            return False
         return SAFETY * self._first(c, variant, zero, acts) <= have
 
     def _reason(self, need: float, what: str) -> str | None:

@@ -9,6 +9,7 @@ above the peak (the tie-break of the ranking); ``headroom`` is the allocator res
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from typing import Any
 
 import pandas as pd
@@ -34,9 +35,12 @@ TIME_COLUMNS = ("compute_s", "exposed_comm_s", "optimizer_s", "bubble_s")
 REJECTED_COLUMNS = (*LAYOUT_COLUMNS, "kind", "reason", "num_layouts", "peak_bytes", "step_time_s")
 
 
+_LAYOUT_FIELDS = attrgetter(*LAYOUT_COLUMNS)
+
+
 def candidate_fields(c: Candidate) -> dict[str, Any]:
     """The layout fields of a candidate (None where its subtree leaves them open)."""
-    return {name: getattr(c, name) for name in LAYOUT_COLUMNS}
+    return dict(zip(LAYOUT_COLUMNS, _LAYOUT_FIELDS(c), strict=True))
 
 
 def _layout_fields(e: Estimate) -> dict[str, Any]:
