@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hand_models import DEEPSEEK_V3
+from hand_models import LLAMA_LIKE_8B as LLAMA3_8B
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,35 +39,6 @@ GPT_175B = ModelSpec(
     ffn_kind="gelu",
     norm_kind="layernorm",
     vocab_size=51200,
-)
-
-LLAMA3_8B = ModelSpec(
-    num_hidden_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    intermediate_size=14336,
-    vocab_size=128256,
-)
-
-DEEPSEEK_V3 = ModelSpec(
-    num_hidden_layers=61,
-    hidden_size=7168,
-    num_attention_heads=128,
-    num_key_value_heads=128,
-    intermediate_size=18432,
-    vocab_size=129280,
-    n_routed_experts=256,
-    n_shared_experts=1,
-    num_experts_per_tok=8,
-    moe_intermediate_size=2048,
-    first_k_dense_replace=3,
-    router_bias=True,
-    q_lora_rank=1536,
-    kv_lora_rank=512,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=128,
-    v_head_dim=128,
 )
 
 SMALL_MOE = ModelSpec(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hand_models import DEEPSEEK_V3
+from hand_models import LLAMA_LIKE_8B as LLAMA3_8B
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,16 +14,6 @@ from explorer.model_size import dense_model_for_params
 from explorer.specs import ModelSpec
 
 REL = 1e-9  # exact integer arithmetic: only float rounding may differ
-
-LLAMA3_8B = ModelSpec(
-    name="llama-3-8b-by-hand",
-    num_hidden_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    intermediate_size=14336,
-    vocab_size=128256,
-)
 
 
 def gpt_layer_model(h: int, layers: int, heads: int, vocab: int) -> ModelSpec:

@@ -11,6 +11,7 @@ from hand_models import H100_LIKE as GPU
 from hand_models import LLAMA_LIKE_8B as MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_cli_estimate import LLAMA_70B
 
 from explorer.comm import CommAssumptions, LinkEfficiency
 from explorer.estimate import (
@@ -312,25 +313,7 @@ def test_link_efficiency_is_an_assumption_of_the_estimate() -> None:
 
 # --- the estimate command -------------------------------------------------------------------
 
-ESTIMATE_ARGS = [
-    "estimate",
-    "--model",
-    "llama-3.1-70b",
-    "--gpu",
-    "h100-sxm",
-    "--tp",
-    "8",
-    "--pp",
-    "4",
-    "--dp",
-    "2",
-    "--zero",
-    "1",
-    "--seq",
-    "4096",
-    "--gbs",
-    "64",
-]
+ESTIMATE_ARGS = LLAMA_70B  # the estimate command's own test case
 
 
 def test_estimate_command_adds_the_step_time_keys(capsys: pytest.CaptureFixture[str]) -> None:
