@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explorer.counting import attention_params, layer_params, norm_params
+from explorer.partition import balanced_chunk_sizes
 from explorer.specs import KvDType, ModelSpec, WeightDType
 from explorer.units import BYTES_PER_DTYPE, GiB, MiB
 
@@ -169,11 +170,11 @@ def paged_tokens(tokens: int, block_tokens: int) -> int:
 
 
 def stage_layers(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
-    """Block indices per pipeline stage, balanced; the first stages take the remainder."""
-    base, extra = divmod(num_layers, pp)
+    """Block indices per pipeline stage, split as training splits them (explorer.partition:
+    one fewer layer on the end stages when the layers do not divide)."""
     bounds = [0]
-    for stage in range(pp):
-        bounds.append(bounds[-1] + base + (stage < extra))
+    for size in balanced_chunk_sizes(num_layers, pp):
+        bounds.append(bounds[-1] + size)
     return tuple(tuple(range(bounds[s], bounds[s + 1])) for s in range(pp))
 
 
