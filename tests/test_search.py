@@ -29,6 +29,12 @@ SUM_TOLERANCE = 1e-9
 
 SIMULATED = dataclasses.replace(DEFAULT_ESTIMATE_ASSUMPTIONS, pipeline_model="simulate")
 """Every pipeline timed by the simulator (the closed forms' bounds do not apply)."""
+PYTORCH = dataclasses.replace(
+    DEFAULT_ESTIMATE_ASSUMPTIONS,
+    memory=dataclasses.replace(DEFAULT_ESTIMATE_ASSUMPTIONS.memory, framework="pytorch"),
+)
+"""PyTorch's memory behaviours: no persistent gradient buffer (gradients appear with the
+second micro-batch), FSDP2 keeps no 16-bit shard."""
 
 
 TINY = ModelSpec(
@@ -145,8 +151,8 @@ BOUND_CASES = [
 ]
 
 
-@pytest.mark.parametrize("assumptions", [DEFAULT_ESTIMATE_ASSUMPTIONS, SIMULATED],
-                         ids=["closed-form", "simulated"])  # fmt: skip
+@pytest.mark.parametrize("assumptions", [DEFAULT_ESTIMATE_ASSUMPTIONS, SIMULATED, PYTORCH],
+                         ids=["closed-form", "simulated", "pytorch"])  # fmt: skip
 @pytest.mark.parametrize(("model_id", "cluster_id", "gpus", "seq", "gbs"), BOUND_CASES)
 def test_bounds_never_exceed_the_estimate_on_sampled_layouts(
     model_id, cluster_id, gpus, seq, gbs, assumptions
@@ -162,6 +168,8 @@ def test_bounds_never_exceed_the_estimate_on_sampled_layouts(
     for c in random.Random(7).sample(enumerate_layouts(p).valid, 40):
         e = estimate(p.model, p.cluster, to_layout(c), p.workload, assumptions)
         assert floor.states_bytes(c) <= e.memory.peak_bytes
+        acts = floor._activations(c, (c.schedule, c.virtual), c.recompute)
+        assert floor._first(c, (c.schedule, c.virtual), c.zero, acts) <= e.memory.peak_bytes
         if not e.fits:
             continue
         assert c.schedule and c.virtual and c.recompute and c.zero is not None
@@ -171,6 +179,35 @@ def test_bounds_never_exceed_the_estimate_on_sampled_layouts(
         tiers += [bounds.node_s(open_zero), bounds.node_s(c._replace(recompute=None,
                   schedule=None, virtual=None, zero=None), comm=False)]  # fmt: skip
         assert max(tiers) <= e.step_time_s
+
+
+@pytest.mark.parametrize(("framework", "gbs", "held"), [("megatron", 1920, True),
+                         ("pytorch", 1920, True), ("pytorch", 128, False)])  # fmt: skip
+def test_the_memory_floor_counts_gradients_where_the_backward_start_holds_them(
+    framework, gbs, held
+):
+    # DeepSeek-V3, TP1 PP32 DP16 EP4 ZeRO-1 on 512 H800s: 23 GB of fp32 gradients on the fullest
+    # rank. Megatron's buffer holds them from the start; PyTorch only once a second micro-batch
+    # has accumulated (128 sequences over DP 16 at micro-batch 8 is one micro-batch).
+    a = dataclasses.replace(DEFAULT_ESTIMATE_ASSUMPTIONS, memory=dataclasses.replace(
+        DEFAULT_ESTIMATE_ASSUMPTIONS.memory, framework=framework))  # fmt: skip
+    p = Problem(
+        model=load_model("deepseek-v3"),
+        cluster=load_cluster("h800-deepseek", 64),
+        workload=TrainingWorkload(seq_len=4096, global_batch_size=gbs),
+        num_gpus=512,
+    )
+    c = Candidate(tp=1, pp=32, cp=1, dp=16, ep=4, etp=1, mbs=8, recompute="full",
+                  schedule="1f1b", virtual=1, zero=1)  # fmt: skip
+    floor = MemoryFloor(p, a)
+    acts = floor._activations(c, ("1f1b", 1), "full")
+    with_grads = floor._first(c, ("1f1b", 1), 1, acts) - floor._fixed(c)
+    ranks = floor._weights(c, 1, False, 1)
+    assert max(g for _, g in ranks) > 20e9
+    everything = max(w + g + a for (w, g), a in zip(ranks, acts, strict=True))
+    assert (with_grads >= everything) is held
+    memory = estimate(p.model, p.cluster, to_layout(c), p.workload, a).memory
+    assert with_grads + floor._fixed(c) <= memory.peak_bytes
 
 
 @pytest.mark.parametrize(("model_id", "cluster_id", "gpus", "seq", "gbs"), BOUND_CASES)

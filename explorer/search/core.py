@@ -205,25 +205,29 @@ def search(
     problem = Problem(
         model=model, cluster=cluster, workload=workload, num_gpus=gpus, space=space or SearchSpace()
     )
-    run = _searcher(problem, assumptions, float("inf") if ranked is None else ranked)
     collecting = gc.isenabled()
-    gc.disable()  # the search builds many small acyclic objects; cyclic GC passes only cost time
+    # The search builds many small acyclic objects: cyclic GC passes over them only cost time.
+    # They are freed (by reference counting) before collection resumes, so none is owed later.
+    gc.disable()
     try:
+        run = _searcher(problem, assumptions, float("inf") if ranked is None else ranked)
         run.run()
         run.leftovers()
+        rejected = rejected_frame(run.rejected)
+        layouts, estimates, estimated = layouts_frame(run.ranked), tuple(run.ranked), run.estimated
+        del run
     finally:
         if collecting:
             gc.enable()
-    rejected = rejected_frame(run.rejected)
     return SearchResult(
-        evaluated=len(run.ranked) + int(rejected["num_layouts"].sum()),
-        layouts=layouts_frame(run.ranked),
+        evaluated=len(estimates) + int(rejected["num_layouts"].sum()),
+        layouts=layouts,
         rejected=rejected,
         elapsed_s=time.perf_counter() - start,
-        estimates=tuple(run.ranked),
+        estimates=estimates,
         problem=problem,
         assumptions=assumptions,
-        estimated=run.estimated,
+        estimated=estimated,
     )
 
 

@@ -3,13 +3,15 @@
 The memory model (``explorer.memory``) takes a stage's peak as the largest of its phases; two
 of them give bounds that need no more than public pieces of that model:
 - the optimizer step holds every model state with every gradient. Summed over stages the
-  states do not depend on how the layers are split, so the stages' mean states (plus runtime
-  and reserve) bound the peak: ``states_bytes``, known once the ZeRO stage is.
+  states do not depend on how the layers are split, so the stages' mean states (plus NCCL
+  buffers, runtime and reserve) bound the peak: ``states_bytes``, known once the ZeRO stage
+  is; once the plan is known, so do the fullest rank's.
 - the backward start holds each rank's saved activations, at least min(M, P - r)
   micro-batches of them on rank r under every schedule (closed forms in
   ``explorer.partition``: 1F1B's P - r is the fewest), with its weights, master weights and
-  optimizer states (the fullest rank), known per (schedule, recompute, ZeRO) choice;
-  ``least_zero`` finds the lowest ZeRO stage whose floors fit.
+  optimizer states, and its gradients where they exist already (a persistent buffer, or more
+  than one micro-batch: ``TrainingSetting.grads_held``), known per (schedule, recompute, ZeRO)
+  choice; ``least_zero`` finds the lowest ZeRO stage whose floors fit.
 Weights are counted as ZeRO-3 without a 16-bit shard would keep them (the fewest bytes any
 framework behaviour gives). Tests compare both with ``training_memory`` on sampled layouts.
 """
@@ -20,6 +22,8 @@ from typing import NamedTuple
 
 from explorer.estimate import EstimateAssumptions
 from explorer.memory.activations import block_activation_bytes
+from explorer.memory.frameworks import framework_behaviour
+from explorer.memory.setting import nccl_parts
 from explorer.memory.states import HeldParams, ModelStates, stage_model_states, stage_params
 from explorer.memory.tensors import ActivationShape
 from explorer.memory.training import fixed_overheads
@@ -50,6 +54,8 @@ class MemoryFloor:
         w = problem.workload
         self.policy = precision_policy(w.precision, w.grad_dtype)
         self.fixed = fixed_overheads(problem.cluster.gpu, assumptions.memory).total_bytes
+        self.persistent_grads = framework_behaviour(assumptions.memory).persistent_grad_buffer
+        self._fixed_cache: dict[tuple[int, ...], float] = {}
         self._held: dict[tuple[int, int, int, int, bool], HeldParams] = {}
         self._rank_cache: dict[tuple[int, ...], list[tuple[int, _Rank]]] = {}
         self._weight_cache: dict[tuple[object, ...], list[tuple[int, float, _Rank]]] = {}
@@ -96,11 +102,23 @@ class MemoryFloor:
             self._held[key] = total * (1 / c.pp)
         return self._held[key]
 
+    def _fixed(self, c: Candidate) -> float:
+        """NCCL buffers, runtime and reserve: in every phase of every stage, bytes (cached per
+        degrees; explorer.memory.setting.nccl_parts reads only those)."""
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep or 1, c.etp or 1)
+        if key not in self._fixed_cache:
+            tp, pp, cp, dp, ep, etp = key
+            layout = Layout(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp)
+            edp = dp * cp * tp // (ep * etp)
+            buffers = nccl_parts(self.p.model, layout, self.a.memory, edp)
+            self._fixed_cache[key] = self.fixed + sum(size for _, size in buffers)
+        return self._fixed_cache[key]
+
     def _states_floor(self, c: Candidate, dualpipe: bool, zero: ZeroStage) -> float:
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe, zero)
         if key not in self._floors:
             states = self._states(self._mean_held(c, dualpipe), c, zero)
-            self._floors[key] = SAFETY * (states.total_bytes + self.fixed)
+            self._floors[key] = SAFETY * (states.total_bytes + self._fixed(c))
         return self._floors[key]
 
     def states_bytes(self, c: Candidate) -> float:
@@ -147,15 +165,15 @@ class MemoryFloor:
 
     def _weights(
         self, c: Candidate, virtual: int, dualpipe: bool, zero: ZeroStage
-    ) -> list[tuple[int, float, _Rank]]:
-        """Per distinct rank: its index, bytes of weights, master weights and optimizer states
-        (no gradients: the backward start may precede them), and its blocks (cached)."""
+    ) -> list[tuple[float, float]]:
+        """Per distinct rank (``_ranks`` order): bytes of its weights, master weights and
+        optimizer states, and of its gradients (cached)."""
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, virtual, dualpipe, zero)
         if key not in self._weight_cache:
             found = []
-            for r, rank in self._ranks(c, virtual, dualpipe):
+            for _, rank in self._ranks(c, virtual, dualpipe):
                 s = self._states(rank.held, c, zero)
-                found.append((r, s.parameters + s.master_weights + s.optimizer_states, rank))
+                found.append((s.parameters + s.master_weights + s.optimizer_states, s.gradients))
             self._weight_cache[key] = found
         return self._weight_cache[key]
 
@@ -176,11 +194,16 @@ class MemoryFloor:
     def _first(
         self, c: Candidate, variant: tuple[ScheduleName, int], zero: ZeroStage, acts: list[float]
     ) -> float:
-        """The fullest rank at the backward start for one schedule, recompute and ZeRO stage:
-        weights, master weights, optimizer states and its activations ``acts``."""
+        """The fullest rank for one schedule, recompute and ZeRO stage: weights, master weights
+        and optimizer states, with the larger of its activations ``acts`` (and its gradients
+        where they exist at the backward start) and its gradients alone (the optimizer step)."""
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
         found = self._weights(c, variant[1], dualpipe, zero)
-        return max(w + a for (_, w, _), a in zip(found, acts, strict=True)) + self.fixed
+        count = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        held = self.persistent_grads or count > 1  # TrainingSetting.grads_held
+        return max(
+            w + max(a + g if held else a, g) for (w, g), a in zip(found, acts, strict=True)
+        ) + self._fixed(c)
 
     def least_zero(self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute) -> int:
         """The lowest ZeRO stage at which both floors of one (schedule, recompute) choice under
@@ -221,5 +244,5 @@ class MemoryFloor:
         return f"{what} alone need at least {need / GiB:.1f} GiB of the GPU's {have / GiB:.1f} GiB"
 
     def states_rule(self, p: Problem, c: Candidate) -> str | None:
-        """A rule for the ZeRO level: model states, runtime and reserve cannot fit."""
-        return self._reason(self.states_bytes(c), "model states, runtime and reserve")
+        """A rule for the ZeRO level: model states, NCCL buffers, runtime and reserve cannot fit."""
+        return self._reason(self.states_bytes(c), "model states, NCCL buffers, runtime and reserve")
