@@ -58,7 +58,7 @@ class MemoryFloor:
         self._fixed_cache: dict[tuple[int, ...], float] = {}
         self._held: dict[tuple[int, int, int, int, bool], HeldParams] = {}
         self._rank_cache: dict[tuple[int, ...], list[tuple[int, _Rank]]] = {}
-        self._weight_cache: dict[tuple[object, ...], list[tuple[int, float, _Rank]]] = {}
+        self._weight_cache: dict[tuple[object, ...], list[tuple[float, float]]] = {}
         self._blocks: dict[tuple[object, ...], tuple[float, float]] = {}
         self._fits: dict[tuple[object, ...], int] = {}
         self._state_cache: dict[tuple[object, ...], ModelStates] = {}
