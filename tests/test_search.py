@@ -214,8 +214,8 @@ def test_the_memory_floor_counts_gradients_where_the_backward_start_holds_them(
 def test_a_pipeline_node_bounded_by_its_parent_gets_its_own_bound(
     model_id, cluster_id, gpus, seq, gbs
 ):
-    # A recompute node's tight bound also caches its children's (schedule known) cheap bounds;
-    # each must equal the bound the child gets on its own.
+    # Bounds cache what nodes share (units, floors, collectives); a child's bound after its
+    # parent's must equal the bound it gets from fresh caches.
     p = Problem(
         model=load_model(model_id),
         cluster=load_cluster(cluster_id, gpus // 8),
@@ -232,6 +232,25 @@ def test_a_pipeline_node_bounded_by_its_parent_gets_its_own_bound(
             child = parent._replace(schedule=schedule, virtual=virtual)
             alone = Bounds(p, a, MemoryFloor(p, a)).node_s(child)
             assert warm.node_s(child) == alone
+
+
+def test_a_dualpipe_node_bound_counts_the_all_to_all_dualpipe_cannot_hide():
+    # DeepSeek-V3 with EP 256 over 32 nodes: each all-to-all outlasts the compute DualPipe
+    # overlaps it with, so tier 1 must carry the rest (whole-model figures, M / P of it).
+    p = Problem(
+        model=load_model("deepseek-v3"),
+        cluster=load_cluster("h800-deepseek", 256),
+        workload=TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed"),
+        num_gpus=2048,
+    )
+    a = DEFAULT_ESTIMATE_ASSUMPTIONS
+    bounds = Bounds(p, a, MemoryFloor(p, a))
+    c = Candidate(tp=1, pp=8, cp=1, dp=256, ep=256, etp=1, mbs=2, recompute="full",
+                  schedule="dualpipe", virtual=1)  # fmt: skip
+    whole = bounds.ctx.whole_of(c, dualpipe=True)
+    m = 15360 // (256 * 2)
+    assert whole.expert_s > whole.compute_s
+    assert bounds.node_s(c) >= 0.999 * m * (whole.compute_s + whole.expert_s) / 8
 
 
 # Narayanan et al. 2021 (arXiv:2104.04473) Table 1: params (B), h, L, heads, TP, PP, GPUs, batch.

@@ -5,9 +5,10 @@ of ``explorer.mesh``'s tree that passes the memory floors (``explorer.search.flo
 with none gets infinity, and the search rejects it as ``memory``):
 1. ``node_s`` (micro-batch known): the pipelined part is at least the ranks' mean busy time
    (every micro-batch runs every part once, so busy time summed over ranks is M x the whole
-   model's cycle), at least the part holding the head, and, for GPipe, 1F1B and interleaved
-   1F1B (the estimate's bottleneck form), the ramp (``explorer.search.shapes``). Collectives
-   and the data-parallel tail enter as whole-model figures once the recompute policy is known;
+   model's cycle), at least the heaviest rank's compute (its blocks by kind, embedding and
+   head), and, for GPipe, 1F1B and interleaved 1F1B (the estimate's bottleneck form), the
+   ramp (``explorer.search.shapes``). Collectives (EP at DualPipe's overlap for DualPipe) and
+   the data-parallel tail enter as whole-model figures once the recompute policy is known;
    open knobs (recompute, schedule, ZeRO) take their minimum over the choices whose memory
    floors fit.
 2. ``pipeline_s`` (all known but ZeRO): per-part cycles from the functions the estimate uses,
@@ -24,7 +25,6 @@ forms and simulator), and the ranked top against an exhaustive search.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from itertools import product
 from typing import NamedTuple
 
 from explorer.comm import StageContext
@@ -36,10 +36,11 @@ from explorer.estimate.pipeline import bottleneck_makespan_s
 from explorer.estimate.stages import parts
 from explorer.memory.training import microbatch_count
 from explorer.mesh import LEAF, Candidate, Problem, to_layout, valid_pipelines
+from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, exposed_s
 from explorer.search.floor import MemoryFloor
-from explorer.search.shapes import Unit, arrival_bound_s, pipelined_floor_s
+from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor_s, rank_loads
 from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
 
 SAFETY = 1 - 1e-9
@@ -94,29 +95,58 @@ class Bounds:
         self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}
         self._policies: dict[tuple[Candidate, bool, bool], float] = {}
         self._passes: dict[tuple[object, ...], PassTimes] = {}
+        self._mix_cache: dict[tuple[int, int, bool], tuple[tuple[Mix, ...], Mix]] = {}
+        self._loads: dict[tuple[object, ...], tuple[float, float]] = {}
 
     # ------------------------------------------------------------------ tier 1
 
     def unit(self, tp: int, cp: int, ep: int, etp: int, mbs: int, rc: Recompute) -> Unit:
-        """Compute seconds of one micro-batch on one GPU: the whole model, the cheapest block
-        and the head (final norm, LM head, MTP modules) (cached)."""
+        """Compute seconds of one micro-batch on one GPU: the whole model, the cheapest block,
+        and one block of each kind, the embedding and the head (cached)."""
         key = (tp, cp, ep, etp, mbs, rc)
         if key not in self._units:
             layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs, recompute=rc)
             compute, m = self.ctx.compute(layout), self.p.model
             kinds = {m.is_moe_layer(i): i for i in range(m.num_hidden_layers)}
-            blocks = [
-                pass_times(self.ctx.work((i,), False, False), compute) for i in kinds.values()
-            ]
+            blocks = {
+                moe: pass_times(self.ctx.work((i,), False, False), compute)
+                for moe, i in kinds.items()
+            }
             whole = pass_times(self.ctx.whole_model, compute)
+            embedding = pass_times(self.ctx.work((), True, False), compute)
             head = pass_times(self.ctx.work((), False, True), compute)
+
+            def cycle(passes: PassTimes | None) -> float:
+                return passes.forward_s + passes.backward_s if passes else 0.0
+
             self._units[key] = Unit(
-                whole_s=whole.forward_s + whole.backward_s,
-                block_s=min(b.forward_s + b.backward_s for b in blocks),
-                block_forward_s=min(b.forward_s for b in blocks),
-                head_s=head.forward_s + head.backward_s,
+                whole_s=cycle(whole),
+                block_s=min(cycle(b) for b in blocks.values()),
+                block_forward_s=min(b.forward_s for b in blocks.values()),
+                kinds=(
+                    cycle(blocks.get(False)),
+                    cycle(blocks.get(True)),
+                    cycle(embedding),
+                    cycle(head),
+                ),
             )
         return self._units[key]
+
+    def _mixes(self, pp: int, virtual: int, dualpipe: bool) -> tuple[tuple[Mix, ...], Mix]:
+        """What the pipeline ranks hold (distinct mixes) and what the last rank holds (cached
+        per plan shape; explorer.partition.pipeline_plan, as the estimate splits layers)."""
+        key = (pp, virtual, dualpipe)
+        if key not in self._mix_cache:
+            name: ScheduleName = (
+                "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
+            )
+            layout = Layout(pp=pp, virtual_stages=virtual, schedule=name)
+            mixes = [
+                (p.num_dense_layers, p.num_moe_layers, int(p.has_embedding), int(p.has_head))
+                for p in pipeline_plan(self.p.model, layout)
+            ]
+            self._mix_cache[key] = (tuple(set(mixes)), mixes[-1])
+        return self._mix_cache[key]
 
     def _variants(self, c: Candidate) -> tuple[tuple[ScheduleName, int], ...]:
         """The node's schedule, or the valid ones it leaves open (cached per pp, dp, mbs)."""
@@ -127,20 +157,18 @@ class Bounds:
             self._pairs[key] = valid_pipelines(self.p, c)
         return self._pairs[key]
 
-    def _comm_s(self, c: Candidate) -> float:
-        """Whole-model exposed TP and CP (and EP where DualPipe cannot hide it) per
-        micro-batch of a node whose recompute policy is known."""
-        whole = self.ctx.whole_of(c)
-        hides = any(s == "dualpipe" for s, _ in self._variants(c))
-        return whole.model_s + (0.0 if hides else whole.expert_s)
-
     def pipelined_floor_s(
         self, c: Candidate, variant: tuple[ScheduleName, int], unit: Unit, m: int, comm: float
     ) -> float:
         """``explorer.search.shapes.pipelined_floor_s`` for node ``c``, s."""
         closed = self.a.pipeline_model == "closed-form" or c.pp == 1
         layers = self.p.model.num_hidden_layers
-        return pipelined_floor_s(variant, c.pp, layers, unit, m, comm, closed)
+        dualpipe = variant[0] == "dualpipe" and c.pp > 1
+        key = (unit.kinds, c.pp, variant[1], dualpipe)
+        if key not in self._loads:
+            mixes, last = self._mixes(c.pp, variant[1], dualpipe)
+            self._loads[key] = rank_loads(mixes, last, unit)
+        return pipelined_floor_s(variant, c.pp, layers, unit, m, comm, closed, self._loads[key])
 
     def _costs(self, c: Candidate, stages: Iterable[ZeroStage]) -> dict[int, tuple[float, float]]:
         """Per ZeRO stage of a node whose recompute policy is known: (exposed data-parallel
@@ -156,32 +184,44 @@ class Bounds:
         return self._policies[key]
 
     def _policy_bound_s(self, c: Candidate, comm: bool, memory: bool) -> float:
+        """The least tier-1 term over the (pipeline, ZeRO stage) choices under ``c`` whose
+        memory floors fit: terms in increasing order, each pipeline's floors computed only
+        when its turn comes (``MemoryFloor.least_zero``, once per plan shape)."""
         variants, rc = self._variants(c), c.recompute or "none"
         stages = [c.zero] if c.zero is not None else list(self.p.space.zero_stages)
-        least = self._least(c, variants, rc) if memory else dict.fromkeys(variants, 0)
-        stages = [z for z in stages if any(z >= least[v] for v in variants)]
+        if memory:  # the model-states floor sees only the degrees and DualPipe
+            fit = {self.floor.states_fit(c, s == "dualpipe" and c.pp > 1) for s, _ in variants}
+            stages = [z for z in stages if any(z in f for f in fit)]
         if not stages:
             return float("inf")
+        if not comm:  # no ZeRO stage changes a term: the highest fits whenever any does
+            stages = [max(stages)]
         term = self._terms(c, comm, stages)
-        exposed = self._comm_s(c) if comm else 0.0
-        if comm and memory and c.schedule is None:
-            self._remember_pipelines(c, least, stages, term)
-        return min(
-            (term(v, z, exposed) for v, z in product(variants, stages) if z >= least[v]),
-            default=float("inf"),
+        exposed = self._exposed(c, variants) if comm else dict.fromkeys((False, True), 0.0)
+        ranked = sorted(
+            (term(v, z, exposed[v[0] == "dualpipe"]), i, z)
+            for i, v in enumerate(variants)
+            for z in stages
         )
-
-    def _least(self, c: Candidate, variants: Iterable[Pair], rc: Recompute) -> dict[Pair, int]:
-        """``MemoryFloor.least_zero`` per pipeline, computed once per plan shape (virtual
-        stages, DualPipe): all that it sees of the schedule."""
+        if not memory:
+            return ranked[0][0]
         shapes: dict[tuple[int, bool], int] = {}
-        least = {}
-        for v in variants:
+        for value, i, z in ranked:
+            v = variants[i]
             shape = (v[1], v[0] == "dualpipe" and c.pp > 1)
             if shape not in shapes:
                 shapes[shape] = self.floor.least_zero(c, v, rc)
-            least[v] = shapes[shape]
-        return least
+            if z >= shapes[shape]:
+                return value
+        return float("inf")
+
+    def _exposed(self, c: Candidate, variants: Iterable[Pair]) -> dict[bool, float]:
+        """Whole-model exposed TP, CP and EP per micro-batch of a node whose recompute policy
+        is known, keyed by whether the pipeline is DualPipe (its EP overlap:
+        CommAssumptions.dualpipe_ep_overlap)."""
+        model = self.ctx.whole_of(c).model_s
+        flags = {s == "dualpipe" and c.pp > 1 for s, _ in variants}
+        return {flag: model + self.ctx.whole_of(c, dualpipe=flag).expert_s for flag in flags}
 
     def _terms(self, c: Candidate, comm: bool, stages: list[ZeroStage]) -> Term:
         """Tier 1's terms under ``c``; a floor is computed once per distinct communication time
@@ -199,19 +239,6 @@ class Bounds:
 
         return term
 
-    def _remember_pipelines(
-        self, c: Candidate, least: dict[Pair, int], stages: list[ZeroStage], term: Term
-    ) -> None:
-        """Cache the children's cheap bounds (pipeline known; ``least`` per pipeline) from
-        their parent's terms: the same floors, with EP exposed unless the child's own schedule
-        is DualPipe."""
-        whole = self.ctx.whole_of(c)
-        for v in least:
-            exposed = whole.model_s + (0.0 if v[0] == "dualpipe" else whole.expert_s)
-            child = c._replace(schedule=v[0], virtual=v[1])
-            found = [term(v, z, exposed) for z in stages if z >= least[v]]
-            self._policies[child, True, True] = min(found, default=float("inf"))
-
     def node_s(self, c: Candidate, comm: bool = True, memory: bool = True) -> float:
         """Tier 1: lower bound on the step time of every complete layout under ``c`` (degrees
         and micro-batch known) that passes the memory floors, s; infinity when none does.
@@ -226,9 +253,9 @@ class Bounds:
     def zero_s(self, c: Candidate) -> float:
         """Tier 3: a complete layout's tier-1 bound with its data-parallel collectives and
         the mean tail (per-step collectives, optimizer step), s."""
-        plain = c.schedule != "dualpipe"
-        whole, data = self.ctx.whole_of(c, dualpipe=not plain), self.ctx.data_of(c, c.zero or 0)
-        comm = whole.model_s + data.per_microbatch_s + (whole.expert_s if plain else 0.0)
+        dualpipe = c.schedule == "dualpipe" and c.pp > 1
+        whole, data = self.ctx.whole_of(c, dualpipe=dualpipe), self.ctx.data_of(c, c.zero or 0)
+        comm = whole.model_s + data.per_microbatch_s + whole.expert_s
         unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
         m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
         variant = (c.schedule or "1f1b", c.virtual or 1)

@@ -214,11 +214,11 @@ class MemoryFloor:
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, shape, rc)
         if key not in self._fits:
             acts = self._activations(c, variant, rc)
-            fits = (z for z in self._states_fit(c, shape[1]) if self._fits_at(c, variant, z, acts))
+            fits = (z for z in self.states_fit(c, shape[1]) if self._fits_at(c, variant, z, acts))
             self._fits[key] = next(fits, 4)
         return self._fits[key]
 
-    def _states_fit(self, c: Candidate, dualpipe: bool) -> tuple[ZeroStage, ...]:
+    def states_fit(self, c: Candidate, dualpipe: bool) -> tuple[ZeroStage, ...]:
         """The ZeRO stages, in order, whose model-states floor leaves room on the GPU (cached
         per degrees: the floor does not see the micro-batch, recompute or virtual stages)."""
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe)
@@ -232,7 +232,7 @@ class MemoryFloor:
     def _fits_at(
         self, c: Candidate, variant: tuple[ScheduleName, int], zero: ZeroStage, acts: list[float]
     ) -> bool:
-        """Whether the backward-start floor of ZeRO stage ``zero`` fits (``_states_fit``
+        """Whether the backward-start floor of ZeRO stage ``zero`` fits (``states_fit``
         checks the states floor)."""
         have = self.p.cluster.gpu.memory_bytes
         return SAFETY * self._first(c, variant, zero, acts) <= have

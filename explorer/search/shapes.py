@@ -57,20 +57,6 @@ def layers_ahead(num_layers: int, pp: int, virtual: int, dualpipe: bool) -> floa
     return sum(min(before[r], before[pp - 1 - r]) for r in range(pp)) / pp
 
 
-@cache
-def first_stage_layers(num_layers: int, pp: int) -> int:
-    """Blocks on the first of ``pp`` balanced stages."""
-    return balanced_chunk_sizes(num_layers, pp)[0]
-
-
-@cache
-def last_rank_layers(num_layers: int, pp: int, virtual: int, dualpipe: bool) -> int:
-    """Blocks on the part holding the head: the last rank's chunks (DualPipe: last stage)."""
-    chunks = pp if dualpipe else pp * virtual
-    sizes = balanced_chunk_sizes(num_layers, chunks)
-    return sizes[-1] if dualpipe else sum(sizes[pp - 1 :: pp])
-
-
 class Unit(NamedTuple):
     """Compute seconds of one micro-batch on one GPU at fixed degrees, recompute included."""
 
@@ -80,8 +66,23 @@ class Unit(NamedTuple):
     """The cheapest block (forward, backward, weight gradient, recompute)."""
     block_forward_s: float
     """The cheapest block's forward."""
-    head_s: float
-    """Final norm, LM head and multi-token-prediction modules."""
+    kinds: tuple[float, float, float, float]
+    """Cycles of one dense block, one MoE block, the embedding and the head (final norm, LM
+    head, multi-token-prediction modules): a part's compute is their sum over what it holds
+    (explorer.compute.pass_times is linear in the work)."""
+
+
+Mix = tuple[int, int, int, int]
+"""What a pipeline rank holds: dense blocks, MoE blocks, embedding (0/1), head (0/1)."""
+
+
+def rank_loads(mixes: tuple[Mix, ...], last: Mix, unit: Unit) -> tuple[float, float]:
+    """(heaviest rank's, last rank's) compute per micro-batch, s, from the ranks' mixes."""
+
+    def load(mix: Mix) -> float:
+        return sum(n * t for n, t in zip(mix, unit.kinds, strict=True))
+
+    return max(load(mix) for mix in mixes), load(last)
 
 
 def pipelined_floor_s(
@@ -92,25 +93,25 @@ def pipelined_floor_s(
     microbatches: int,
     comm_s: float,
     closed: bool,
+    loads: tuple[float, float],
 ) -> float:
     """Lower bound on the pipelined part of one schedule from whole-model figures, s.
 
-    Sum of part cycles S = whole + comm; the part holding the head has at least the head and
-    its blocks, H; each block's forward takes at least f. Closed forms (``closed``): the
-    bottleneck form M C_max + (S - C_max) / V with C_max >= max(S / P, H). ZB-H1 and the
-    simulator: the ranks' mean arrival plus busy time, or the last rank's. DualPipe: the mean,
-    or the ranks holding the head part (half the micro-batches each way).
-    Source: explorer.estimate.pipeline; ``arrival_bound_s``.
+    Sum of part cycles S = whole + comm; each rank's cycle is at least its compute, the
+    heaviest's H and the last's (the head's) L (``loads``); each block's forward takes at least
+    f. Closed forms (``closed``): the bottleneck form M C_max + (S - C_max) / V with
+    C_max >= max(S / P, H). ZB-H1 and the simulator: the ranks' mean arrival plus busy time,
+    the last rank's, or M H. DualPipe: the mean, or the heaviest rank (two parts, half the
+    micro-batches each way). Source: explorer.estimate.pipeline; ``arrival_bound_s``.
     """
     (schedule, v), p, layers, m = variant, pp, num_layers, microbatches
+    heaviest, last = loads
     total = unit.whole_s + comm_s
-    last = last_rank_layers(layers, p, v, schedule == "dualpipe")
-    head = unit.head_s + last * unit.block_s
     if schedule not in ("zb-h1", "dualpipe") and closed:
-        return (m - 1 / v) * max(total / p, head) + total / v
+        return (m - 1 / v) * max(total / p, heaviest) + total / v
     dualpipe = schedule == "dualpipe" and p > 1
     mean = m * total / p + layers_ahead(layers, p, v, dualpipe) * unit.block_forward_s
     if dualpipe:
-        first = first_stage_layers(layers, p) * unit.block_s
-        return max(mean, m / 2 * (head + first))
-    return max(mean, chain_layers(layers, p, v)[-1] * unit.block_forward_s + m * head)
+        return max(mean, m / 2 * heaviest)
+    chain = chain_layers(layers, p, v)[-1] * unit.block_forward_s
+    return max(mean, chain + m * last, m * heaviest)
