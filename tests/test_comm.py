@@ -370,6 +370,23 @@ def test_exposed_time_by_kind_and_by_axis_add_up_to_the_same_total() -> None:
     assert set(by_axis) == {"tp", "cp", "ep", "dp", "pp"}
 
 
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_a_collective_re_exposed_under_other_pass_times_equals_one_timed_under_them(
+    zero: int, recompute: str
+) -> None:
+    # The search times a stage's calls once and re-exposes them for each micro-batch size and
+    # recompute policy (Collective.exposed_for): it must give what timing afresh gives.
+    layout = Layout(tp=2, dp=8, pp=2, cp=2, ep=4, zero=zero, recompute=recompute)
+    ctx = _context(MOE, layout, CommAssumptions(tp_overlap=0.5, ep_overlap=0.3, dp_overlap=0.8))
+    work = stage_work(MOE, tuple(range(4)), 4096, False, False)
+    other = replace(PASSES, forward_s=1e-5, backward_input_s=3e-5, attention_forward_s=1e-6)
+    first, again = stage_collectives(work, PASSES, ctx), stage_collectives(work, other, ctx)
+    assert [c.exposed_for(PASSES) for c in first] == [c.exposed_s for c in first]
+    assert [c.exposed_for(other) for c in first] == [c.exposed_s for c in again]
+    assert [c.exposed_s for c in first] != [c.exposed_s for c in again]
+
+
 @given(
     time_s=st.floats(0, 10),
     floor=st.floats(0, 1),

@@ -5,7 +5,7 @@ Sources per function; the overview is in ``explorer.comm.step``.
 
 from __future__ import annotations
 
-from explorer.comm.step import Collective, StageContext, both_ways, tokens_per_rank
+from explorer.comm.step import Collective, StageContext, Window, both_ways, tokens_per_rank
 from explorer.compute import PassTimes, StageWork
 from explorer.specs import ModelSpec
 
@@ -35,12 +35,11 @@ def ring_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> l
     """
     rerun = 1 if ctx.layout.recompute == "full" else 0
     hops = (ctx.layout.cp - 1) * work.num_layers
-    attention = passes.attention_forward_s
-    windows = (attention, (2 + rerun) * attention)
+    windows: tuple[Window, Window] = ((0.0, 0.0, 1.0), (0.0, 0.0, 2.0 + rerun))  # attention
     what = ("K and V", "K, V and their gradients")
     counts = (hops, hops * (2 + rerun))
-    share = ctx.assumptions.cp_overlap
-    return both_ways(ctx, "cp", "point-to-point", what, _kv_bytes(ctx), counts, windows, share)
+    share, size = ctx.assumptions.cp_overlap, _kv_bytes(ctx)
+    return both_ways(ctx, "cp", "point-to-point", what, size, counts, passes, windows, share)
 
 
 def gather_collectives(work: StageWork, ctx: StageContext) -> list[Collective]:

@@ -10,7 +10,7 @@ policy's gradient width (Megatron-LM reduces fp32 main grads), parameters at its
 from __future__ import annotations
 
 from explorer.comm.collectives import CollectiveKind
-from explorer.comm.step import Collective, Phase, StageContext, timed
+from explorer.comm.step import BACKWARD, FORWARD, Collective, Phase, StageContext, Window, timed
 from explorer.compute import PassTimes, StageWork
 
 
@@ -26,12 +26,13 @@ def _on(
     what: str,
     phase: Phase,
     size_bytes: float,
-    hiding: tuple[float, float],
+    passes: PassTimes,
+    hiding: tuple[Window, float],
 ) -> Collective:
-    """One call on a data-parallel group; ``hiding`` is (window s, unhideable share)."""
+    """One call on a data-parallel group; ``hiding`` is (window, unhideable share)."""
     window, floor = hiding
     overlap = (ctx.assumptions.dp_overlap, window, floor)
-    return timed(ctx, "dp", group, kind, what, phase, size_bytes, 1, overlap)
+    return timed(ctx, "dp", group, kind, what, phase, size_bytes, 1, passes, overlap)
 
 
 def _ddp(
@@ -39,8 +40,10 @@ def _ddp(
 ) -> list[Collective]:
     """ZeRO 0: one bucketed gradient all-reduce per step behind the last backward."""
     grads, floor = params * ctx.policy.grad_bytes, _bucket_floor(params, ctx)
-    hiding = (passes.backward_s, floor)
-    return [_on(ctx, group, "all-reduce", f"{label} gradients", "step", grads, hiding)]
+    return [
+        _on(ctx, group, "all-reduce", f"{label} gradients", "step", grads, passes,
+            (BACKWARD, floor))
+    ]  # fmt: skip
 
 
 def _zero12(
@@ -52,25 +55,11 @@ def _zero12(
     phase: Phase = "backward" if ctx.layout.zero == 2 else "step"
     grads, weights = params * ctx.policy.grad_bytes, params * ctx.policy.param_bytes
     return [
-        _on(
-            ctx,
-            group,
-            "reduce-scatter",
-            f"{label} gradients",
-            phase,
-            grads,
-            (passes.backward_s, floor),
-        ),
-        _on(
-            ctx,
-            group,
-            "all-gather",
-            f"{label} parameters",
-            "step",
-            weights,
-            (passes.forward_s, floor),
-        ),
-    ]
+        _on(ctx, group, "reduce-scatter", f"{label} gradients", phase, grads, passes,
+            (BACKWARD, floor)),
+        _on(ctx, group, "all-gather", f"{label} parameters", "step", weights, passes,
+            (FORWARD, floor)),
+    ]  # fmt: skip
 
 
 def _zero3(
@@ -81,12 +70,15 @@ def _zero3(
     the backward's gather and scatter share its compute."""
     floor = 1.0 / max(1, work.num_layers)
     weights, grads = params * ctx.policy.param_bytes, params * ctx.policy.grad_bytes
-    forward, half_backward = (passes.forward_s, floor), (passes.backward_s / 2, floor)
+    forward, half_backward = (FORWARD, floor), ((0.0, 0.5, 0.0), floor)
     return [
-        _on(ctx, group, "all-gather", f"{label} parameters", "forward", weights, forward),
-        _on(ctx, group, "all-gather", f"{label} parameters", "backward", weights, half_backward),
-        _on(ctx, group, "reduce-scatter", f"{label} gradients", "backward", grads, half_backward),
-    ]
+        _on(ctx, group, "all-gather", f"{label} parameters", "forward", weights, passes,
+            forward),
+        _on(ctx, group, "all-gather", f"{label} parameters", "backward", weights, passes,
+            half_backward),
+        _on(ctx, group, "reduce-scatter", f"{label} gradients", "backward", grads, passes,
+            half_backward),
+    ]  # fmt: skip
 
 
 def dp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:

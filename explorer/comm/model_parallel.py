@@ -6,7 +6,15 @@ Sources per function; the overview is in ``explorer.comm.step``.
 from __future__ import annotations
 
 from explorer.comm.collectives import CollectiveKind, deduplicated_all_to_all_s
-from explorer.comm.step import Collective, StageContext, both_ways, tokens_per_rank
+from explorer.comm.step import (
+    BACKWARD,
+    FORWARD,
+    Collective,
+    StageContext,
+    Window,
+    both_ways,
+    tokens_per_rank,
+)
 from explorer.compute import PassTimes, StageWork
 
 
@@ -26,11 +34,14 @@ def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     kinds: tuple[CollectiveKind, ...] = ("all-gather", "reduce-scatter")
     if not ctx.layout.sp:
         kinds = ("all-reduce",)
-    windows = (passes.forward_s / len(kinds), passes.backward_s / len(kinds))
+    part = 1 / len(kinds)
+    windows: tuple[Window, Window] = ((part, 0.0, 0.0), (0.0, part, 0.0))
     what = ("layer activations", "activation gradients")
     share = ctx.assumptions.tp_overlap
     return [
-        c for kind in kinds for c in both_ways(ctx, "tp", kind, what, size, counts, windows, share)
+        c
+        for kind in kinds
+        for c in both_ways(ctx, "tp", kind, what, size, counts, passes, windows, share)
     ]
 
 
@@ -52,9 +63,9 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     if ctx.layout.schedule == "dualpipe":
         share = max(share, ctx.assumptions.dualpipe_ep_overlap)
     what = ("token dispatch and combine", "their gradients")
-    windows = (passes.forward_s, passes.backward_s)
     one = ep_all_to_all_s(ctx, size)
-    return both_ways(ctx, "ep", "all-to-all", what, size, counts, windows, share, one)
+    windows = (FORWARD, BACKWARD)
+    return both_ways(ctx, "ep", "all-to-all", what, size, counts, passes, windows, share, one)
 
 
 def ep_bytes_per_element(ctx: StageContext) -> float:
@@ -89,8 +100,6 @@ def pp_collectives(passes: PassTimes, ctx: StageContext) -> list[Collective]:
     size = tokens_per_rank(ctx) * ctx.model.hidden_size * ctx.policy.activation_bytes
     size /= layout.tp if layout.sp else 1
     counts = (layout.virtual_stages, layout.virtual_stages)
-    windows = (passes.forward_s, passes.backward_s)
     what = ("activations", "activation gradients")
-    return both_ways(
-        ctx, "pp", "point-to-point", what, size, counts, windows, ctx.assumptions.pp_overlap
-    )
+    share, windows = ctx.assumptions.pp_overlap, (FORWARD, BACKWARD)
+    return both_ways(ctx, "pp", "point-to-point", what, size, counts, passes, windows, share)

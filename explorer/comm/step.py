@@ -29,7 +29,8 @@ Per step (phase ``step``, after the pipeline):
   distributed optimizer, overlap_param_gather). Dense weights reduce over dp x cp ranks,
   expert weights over the expert-data-parallel ranks.
 Exposed time = time - min(time - floor, overlap x window), floor = what cannot hide (the last
-bucket, the first prefetch).
+bucket, the first prefetch); the window is a share of the pass times (``Window``), so a
+collective's exposure under other pass times needs no new timing (``Collective.exposed_for``).
 """
 
 from __future__ import annotations
@@ -44,10 +45,29 @@ from explorer.comm.collectives import (
     collective_s,
 )
 from explorer.comm.topology import GroupPlacement
+from explorer.compute import PassTimes
 from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 
 Phase = Literal["forward", "backward", "step"]
 CpComm = Literal["p2p", "all-gather", "all-to-all"]
+
+Window = tuple[float, float, float]
+"""Compute a collective may hide behind, as multiples of one micro-batch's forward, whole
+backward and attention-core forward (``PassTimes``)."""
+NO_WINDOW: Window = (0.0, 0.0, 0.0)
+FORWARD: Window = (1.0, 0.0, 0.0)
+BACKWARD: Window = (0.0, 1.0, 0.0)
+
+
+def window_s(window: Window, passes: PassTimes | None) -> float:
+    """Seconds of compute ``window`` spans under ``passes`` (none without pass times)."""
+    if passes is None:
+        return 0.0
+    return (
+        window[0] * passes.forward_s
+        + window[1] * passes.backward_s
+        + window[2] * passes.attention_forward_s
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,11 +146,23 @@ class Collective:
     """Seconds of all ``count`` calls."""
     hidden_s: float
     """Seconds of it hidden behind compute."""
+    share: float = 0.0
+    """Share of its window it can hide behind."""
+    floor_share: float = 0.0
+    """Share of its time that cannot hide (the last bucket, the first prefetch)."""
+    window: Window = NO_WINDOW
+    """The compute it hides behind, as multiples of the pass times."""
 
     @property
     def exposed_s(self) -> float:
         """Seconds on the critical path."""
         return self.time_s - self.hidden_s
+
+    def exposed_for(self, passes: PassTimes) -> float:
+        """Seconds on the critical path were the pass times ``passes``: the same calls
+        hidden behind other compute (a search re-times one set of calls for many)."""
+        t = self.time_s
+        return t - hidden_s(t, self.floor_share * t, self.share, window_s(self.window, passes))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,16 +197,18 @@ def timed(
     phase: Phase,
     size_bytes: float,
     count: float,
-    overlap: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    passes: PassTimes | None = None,
+    overlap: tuple[float, Window, float] = (0.0, NO_WINDOW, 0.0),
     one_call_s: float | None = None,
 ) -> Collective:
-    """A collective; ``overlap`` is (share, window s, floor as a share of the time);
-    ``one_call_s`` replaces the collective model's time of one call when given."""
+    """A collective; ``overlap`` is (share, window, floor as a share of the time), the window
+    taken of ``passes``; ``one_call_s`` replaces the collective model's time of one call when
+    given."""
     one = one_call_s
     if one is None:
         one = collective_s(kind, size_bytes, ctx.groups[group], ctx.assumptions.links)
     time_s = one * count
-    share, window_s, floor = overlap
+    share, window, floor = overlap
     return Collective(
         axis=axis,
         kind=kind,
@@ -183,7 +217,10 @@ def timed(
         size_bytes=size_bytes,
         count=count,
         time_s=time_s,
-        hidden_s=hidden_s(time_s, floor * time_s, share, window_s),
+        hidden_s=hidden_s(time_s, floor * time_s, share, window_s(window, passes)),
+        share=share,
+        floor_share=floor,
+        window=window,
     )
 
 
@@ -199,14 +236,16 @@ def both_ways(
     what: tuple[str, str],
     size_bytes: float,
     counts: tuple[float, float],
-    windows: tuple[float, float] = (0.0, 0.0),
+    passes: PassTimes | None = None,
+    windows: tuple[Window, Window] = (NO_WINDOW, NO_WINDOW),
     share: float = 0.0,
     one_call_s: float | None = None,
 ) -> list[Collective]:
     """A forward and a backward collective of one kind on ``axis``'s own group.
 
-    ``what``, ``counts`` and ``windows`` (compute seconds it may hide behind at ``share``) are
-    (forward, backward) pairs; ``one_call_s`` overrides the time of one call (see timed).
+    ``what``, ``counts`` and ``windows`` (the compute of ``passes`` it may hide behind at
+    ``share``) are (forward, backward) pairs; ``one_call_s`` overrides the time of one call
+    (see timed).
     """
     phases: tuple[Phase, Phase] = ("forward", "backward")
     return [
@@ -219,6 +258,7 @@ def both_ways(
             phases[i],
             size_bytes,
             counts[i],
+            passes,
             (share, windows[i], 0.0),
             one_call_s,
         )

@@ -71,7 +71,8 @@ class Contexts:
         self._data: dict[tuple[object, ...], Data] = {}
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
-        self._data_ctx: dict[tuple[object, ...], tuple[StageContext, float]] = {}
+        self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
+        self._data_calls_cache: dict[tuple[object, ...], tuple[tuple[Collective, ...], float]] = {}
 
     @property
     def moe_imbalance(self) -> float:
@@ -141,42 +142,62 @@ class Contexts:
 
     def whole_of(self, c: Candidate, dualpipe: bool = False) -> Whole:
         """Whole-model compute and exposed TP, CP and EP seconds per micro-batch of a
-        candidate whose degrees, micro-batch and recompute are known (cached)."""
+        candidate whose degrees, micro-batch and recompute are known (cached; the calls are
+        timed once per recompute count, their exposure per pass times)."""
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
         if key not in self._whole:
             passes = self._passes(c)
-            ctx = self.comm(self._layout(c, 0, dualpipe))
-            found = model_collectives(self.whole_model, passes, ctx, pp=False)  # TP, CP, EP
-            mb = ("forward", "backward")
+            model = expert = 0.0
+            for call in self._model_calls(c, dualpipe):
+                if call.axis == "ep":
+                    expert += call.exposed_for(passes)
+                else:
+                    model += call.exposed_for(passes)
             self._whole[key] = Whole(
-                compute_s=passes.forward_s + passes.backward_s,
-                model_s=exposed_s(found, ("tp", "cp"), mb),
-                expert_s=exposed_s(found, ("ep",), mb),
+                compute_s=passes.forward_s + passes.backward_s, model_s=model, expert_s=expert
             )
         return self._whole[key]
 
+    def _model_calls(self, c: Candidate, dualpipe: bool) -> tuple[Collective, ...]:
+        """The whole model's TP, CP and EP collectives per micro-batch (cached per degrees,
+        micro-batch, whether recompute is full (it adds backward calls; explorer.comm reads
+        nothing else of the policy) and DualPipe (its EP overlap))."""
+        full = c.recompute == "full"
+        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, full, dualpipe)
+        if key not in self._calls:
+            layout = self._layout(c._replace(recompute="full" if full else "none"), 0, dualpipe)
+            found = model_collectives(
+                self.whole_model, self._passes(c), self.comm(layout), pp=False
+            )
+            self._calls[key] = tuple(x for x in found if x.phase in ("forward", "backward"))
+        return self._calls[key]
+
     def data_of(self, c: Candidate, zero: ZeroStage) -> Data:
         """Whole-model data-parallel seconds of a candidate under ZeRO stage ``zero`` (cached;
-        explorer.comm.data_parallel and the optimizer step)."""
+        explorer.comm.data_parallel and the optimizer step; the calls are timed once per
+        degrees and ZeRO stage, their exposure per pass times)."""
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, zero)
         if key not in self._data:
-            comm, optimizer = self._data_context(c, zero)
-            found = dp_collectives(self.whole_model, self._passes(c), comm)
-            step = exposed_s(found, ("dp",), ("step",))
-            self._data[key] = Data(
-                per_microbatch_s=exposed_s(found, ("dp",), ("forward", "backward")),
-                tail_s=step + optimizer,
-            )
+            calls, optimizer = self._data_calls(c, zero)
+            passes = self._passes(c)
+            per_microbatch = step = 0.0
+            for call in calls:
+                if call.phase == "step":
+                    step += call.exposed_for(passes)
+                else:
+                    per_microbatch += call.exposed_for(passes)
+            self._data[key] = Data(per_microbatch_s=per_microbatch, tail_s=step + optimizer)
         return self._data[key]
 
-    def _data_context(self, c: Candidate, zero: ZeroStage) -> tuple[StageContext, float]:
-        """The communication context ``data_of`` times the data-parallel collectives in, and
-        the whole model's optimizer step, s (cached per degrees and ZeRO stage: neither
-        ``dp_collectives`` nor ``optimizer_step_s`` reads the micro-batch size, recompute
-        policy or schedule of the layout, only its degrees and ZeRO stage)."""
+    def _data_calls(self, c: Candidate, zero: ZeroStage) -> tuple[tuple[Collective, ...], float]:
+        """The whole model's data-parallel collectives and optimizer step, s (cached per
+        degrees and ZeRO stage: neither ``dp_collectives``' calls nor ``optimizer_step_s``
+        read the micro-batch size, recompute policy or schedule, only the pass times that
+        ``Collective.exposed_for`` takes)."""
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, zero)
-        if key not in self._data_ctx:
+        if key not in self._data_calls_cache:
             layout = self._layout(c, zero, False)
             optimizer = optimizer_step_s(self.whole_model, self.compute(layout))
-            self._data_ctx[key] = (self.comm(layout), optimizer)
-        return self._data_ctx[key]
+            found = dp_collectives(self.whole_model, self._passes(c), self.comm(layout))
+            self._data_calls_cache[key] = (tuple(found), optimizer)
+        return self._data_calls_cache[key]
