@@ -40,7 +40,7 @@ from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, exposed_s
 from explorer.search.floor import MemoryFloor
-from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor_s, rank_loads
+from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
 from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
 
 SAFETY = 1 - 1e-9
@@ -51,8 +51,6 @@ FBW = tuple[float, float, float]
 
 Pair = tuple[ScheduleName, int]
 """A pipeline schedule and its virtual stages."""
-Term = Callable[[Pair, ZeroStage, float], float]
-"""Tier 1's term for a pipeline and ZeRO stage, given the exposed seconds."""
 
 
 def _stage_times(rows: Sequence[Sequence[float]]) -> StageTimes:
@@ -97,6 +95,7 @@ class Bounds:
         self._passes: dict[tuple[object, ...], PassTimes] = {}
         self._mix_cache: dict[tuple[int, int, bool], tuple[tuple[Mix, ...], Mix]] = {}
         self._loads: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._ranked: dict[tuple[object, ...], list[tuple[float, int, ZeroStage]]] = {}
 
     # ------------------------------------------------------------------ tier 1
 
@@ -157,10 +156,11 @@ class Bounds:
             self._pairs[key] = valid_pipelines(self.p, c)
         return self._pairs[key]
 
-    def pipelined_floor_s(
-        self, c: Candidate, variant: tuple[ScheduleName, int], unit: Unit, m: int, comm: float
-    ) -> float:
-        """``explorer.search.shapes.pipelined_floor_s`` for node ``c``, s."""
+    def pipelined_floor(
+        self, c: Candidate, variant: Pair, unit: Unit, m: int
+    ) -> Callable[[float], float]:
+        """``explorer.search.shapes.pipelined_floor`` for node ``c``: seconds as a function
+        of the exposed communication per micro-batch."""
         closed = self.a.pipeline_model == "closed-form" or c.pp == 1
         layers = self.p.model.num_hidden_layers
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
@@ -168,13 +168,15 @@ class Bounds:
         if key not in self._loads:
             mixes, last = self._mixes(c.pp, variant[1], dualpipe)
             self._loads[key] = rank_loads(mixes, last, unit)
-        return pipelined_floor_s(variant, c.pp, layers, unit, m, comm, closed, self._loads[key])
+        return pipelined_floor(variant, c.pp, layers, unit, m, closed, self._loads[key])
 
-    def _costs(self, c: Candidate, stages: Iterable[ZeroStage]) -> dict[int, tuple[float, float]]:
-        """Per ZeRO stage of a node whose recompute policy is known: (exposed data-parallel
-        seconds per micro-batch, mean tail), from whole-model figures."""
-        found = {z: self.ctx.data_of(c, z) for z in stages}
-        return {z: (d.per_microbatch_s, d.tail_s / c.pp) for z, d in found.items()}
+    def _costs(
+        self, c: Candidate, stages: Iterable[ZeroStage]
+    ) -> list[tuple[ZeroStage, float, float]]:
+        """Per ZeRO stage of a node whose recompute policy is known: (stage, exposed
+        data-parallel seconds per micro-batch, mean tail), from whole-model figures."""
+        found = [(z, self.ctx.data_of(c, z)) for z in stages]
+        return [(z, d.per_microbatch_s, d.tail_s / c.pp) for z, d in found]
 
     def _policy_s(self, c: Candidate, comm: bool, memory: bool) -> float:
         """Tier 1 for a node whose recompute policy is known, s (see ``node_s``; cached)."""
@@ -188,56 +190,61 @@ class Bounds:
         memory floors fit: terms in increasing order, each pipeline's floors computed only
         when its turn comes (``MemoryFloor.least_zero``, once per plan shape)."""
         variants, rc = self._variants(c), c.recompute or "none"
+        flags = [s == "dualpipe" and c.pp > 1 for s, _ in variants]
         stages = [c.zero] if c.zero is not None else list(self.p.space.zero_stages)
         if memory:  # the model-states floor sees only the degrees and DualPipe
-            fit = {self.floor.states_fit(c, s == "dualpipe" and c.pp > 1) for s, _ in variants}
+            fit = [self.floor.states_fit(c, flag) for flag in set(flags)]
             stages = [z for z in stages if any(z in f for f in fit)]
         if not stages:
             return float("inf")
         if not comm:  # no ZeRO stage changes a term: the highest fits whenever any does
             stages = [max(stages)]
-        term = self._terms(c, comm, stages)
-        exposed = self._exposed(c, variants) if comm else dict.fromkeys((False, True), 0.0)
-        ranked = sorted(
-            (term(v, z, exposed[v[0] == "dualpipe"]), i, z)
-            for i, v in enumerate(variants)
-            for z in stages
-        )
+        key = (c, comm, tuple(stages))  # the same terms with and without the memory floors
+        if key not in self._ranked:
+            self._ranked[key] = self._terms(c, comm, stages, variants, flags)
+        ranked = self._ranked[key]
         if not memory:
             return ranked[0][0]
         shapes: dict[tuple[int, bool], int] = {}
         for value, i, z in ranked:
-            v = variants[i]
-            shape = (v[1], v[0] == "dualpipe" and c.pp > 1)
+            shape = (variants[i][1], flags[i])
             if shape not in shapes:
-                shapes[shape] = self.floor.least_zero(c, v, rc)
+                shapes[shape] = self.floor.least_zero(c, variants[i], rc)
             if z >= shapes[shape]:
                 return value
         return float("inf")
 
-    def _exposed(self, c: Candidate, variants: Iterable[Pair]) -> dict[bool, float]:
-        """Whole-model exposed TP, CP and EP per micro-batch of a node whose recompute policy
-        is known, keyed by whether the pipeline is DualPipe (its EP overlap:
-        CommAssumptions.dualpipe_ep_overlap)."""
-        model = self.ctx.whole_of(c).model_s
-        flags = {s == "dualpipe" and c.pp > 1 for s, _ in variants}
-        return {flag: model + self.ctx.whole_of(c, dualpipe=flag).expert_s for flag in flags}
-
-    def _terms(self, c: Candidate, comm: bool, stages: list[ZeroStage]) -> Term:
-        """Tier 1's terms under ``c``; a floor is computed once per distinct communication time
-        (ZeRO 0 and 1, and every stage without collectives, share theirs)."""
+    def _terms(
+        self,
+        c: Candidate,
+        comm: bool,
+        stages: list[ZeroStage],
+        variants: Sequence[Pair],
+        flags: Sequence[bool],
+    ) -> list[tuple[float, int, ZeroStage]]:
+        """Tier 1's (term, variant index, ZeRO stage) under ``c``, in increasing order; a
+        pipeline's floor is computed once per distinct communication time (ZeRO 0 and 1, and
+        every stage without collectives, share theirs). EP is exposed at DualPipe's overlap
+        for DualPipe (CommAssumptions.dualpipe_ep_overlap)."""
         unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
-        costs = self._costs(c, stages) if comm else dict.fromkeys(stages, (0.0, 0.0))
         m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
-        floors: dict[tuple[Pair, float], float] = {}
-
-        def term(v: Pair, z: ZeroStage, exposed: float) -> float:
-            total = exposed + costs[z][0]
-            if (v, total) not in floors:
-                floors[v, total] = self.pipelined_floor_s(c, v, unit, m, total)
-            return floors[v, total] + costs[z][1]
-
-        return term
+        costs = self._costs(c, stages) if comm else [(z, 0.0, 0.0) for z in stages]
+        exposed = dict.fromkeys(flags, 0.0)
+        if comm:
+            model = self.ctx.whole_of(c).model_s
+            for flag in exposed:
+                exposed[flag] = model + self.ctx.whole_of(c, dualpipe=flag).expert_s
+        ranked = []
+        for i, v in enumerate(variants):
+            floor_of, base = self.pipelined_floor(c, v, unit, m), exposed[flags[i]]
+            seen: dict[float, float] = {}
+            for z, per_microbatch, tail in costs:
+                total = base + per_microbatch
+                if total not in seen:
+                    seen[total] = floor_of(total)
+                ranked.append((seen[total] + tail, i, z))
+        ranked.sort()
+        return ranked
 
     def node_s(self, c: Candidate, comm: bool = True, memory: bool = True) -> float:
         """Tier 1: lower bound on the step time of every complete layout under ``c`` (degrees
@@ -259,7 +266,7 @@ class Bounds:
         unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
         m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
         variant = (c.schedule or "1f1b", c.virtual or 1)
-        return SAFETY * (self.pipelined_floor_s(c, variant, unit, m, comm) + data.tail_s / c.pp)
+        return SAFETY * (self.pipelined_floor(c, variant, unit, m)(comm) + data.tail_s / c.pp)
 
     # ------------------------------------------------------------------ tier 2
 
@@ -297,7 +304,7 @@ class Bounds:
         data = self._part_data(c)
         times = _stage_times([data.timed[w][1] for w in data.works])
         stages = [c.zero] if c.zero is not None else self.p.space.zero_stages
-        tail = min(t for _, t in self._costs(c, stages).values())
+        tail = min(t for _, _, t in self._costs(c, stages))
         return SAFETY * (self._pipelined_s(to_layout(c._replace(zero=0)), times) + tail)
 
     # ------------------------------------------------------------------ tier 4

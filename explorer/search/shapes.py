@@ -7,6 +7,7 @@ figures (``Unit``) or per-part times.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from itertools import accumulate
 from typing import NamedTuple
@@ -85,17 +86,17 @@ def rank_loads(mixes: tuple[Mix, ...], last: Mix, unit: Unit) -> tuple[float, fl
     return max(load(mix) for mix in mixes), load(last)
 
 
-def pipelined_floor_s(
+def pipelined_floor(
     variant: tuple[ScheduleName, int],
     pp: int,
     num_layers: int,
     unit: Unit,
     microbatches: int,
-    comm_s: float,
     closed: bool,
     loads: tuple[float, float],
-) -> float:
-    """Lower bound on the pipelined part of one schedule from whole-model figures, s.
+) -> Callable[[float], float]:
+    """Lower bound on the pipelined part of one schedule from whole-model figures, s, as a
+    function of the exposed communication per micro-batch (the rest fixed).
 
     Sum of part cycles S = whole + comm; each rank's cycle is at least its compute, the
     heaviest's H and the last's (the head's) L (``loads``); each block's forward takes at least
@@ -106,12 +107,23 @@ def pipelined_floor_s(
     """
     (schedule, v), p, layers, m = variant, pp, num_layers, microbatches
     heaviest, last = loads
-    total = unit.whole_s + comm_s
+    whole = unit.whole_s
     if schedule not in ("zb-h1", "dualpipe") and closed:
-        return (m - 1 / v) * max(total / p, heaviest) + total / v
+        ramp = m - 1 / v
+
+        def bottleneck(comm_s: float) -> float:
+            total = whole + comm_s
+            return ramp * max(total / p, heaviest) + total / v
+
+        return bottleneck
     dualpipe = schedule == "dualpipe" and p > 1
-    mean = m * total / p + layers_ahead(layers, p, v, dualpipe) * unit.block_forward_s
-    if dualpipe:
-        return max(mean, m / 2 * heaviest)
-    chain = chain_layers(layers, p, v)[-1] * unit.block_forward_s
-    return max(mean, chain + m * last, m * heaviest)
+    ahead = layers_ahead(layers, p, v, dualpipe) * unit.block_forward_s
+    floor = m / 2 * heaviest
+    if not dualpipe:
+        chain = chain_layers(layers, p, v)[-1] * unit.block_forward_s
+        floor = max(chain + m * last, m * heaviest)
+
+    def arrival(comm_s: float) -> float:
+        return max(m * (whole + comm_s) / p + ahead, floor)
+
+    return arrival
