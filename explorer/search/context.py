@@ -16,6 +16,7 @@ from typing import NamedTuple
 from explorer.comm import Collective, GroupPlacement, StageContext, place_group
 from explorer.comm.data_parallel import dp_collectives
 from explorer.comm.inventory import model_collectives
+from explorer.comm.model_parallel import ep_collectives
 from explorer.comm.topology import GroupName
 from explorer.compute import (
     ComputeContext,
@@ -166,9 +167,16 @@ class Contexts:
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, full, dualpipe)
         if key not in self._calls:
             layout = self._layout(c._replace(recompute="full" if full else "none"), 0, dualpipe)
-            found = model_collectives(
-                self.whole_model, self._passes(c), self.comm(layout), pp=False
-            )
+            ctx, passes = self.comm(layout), self._passes(c)
+            found: tuple[Collective, ...]
+            if dualpipe:  # DualPipe changes only the EP overlap: the TP and CP calls are shared
+                plain = self._model_calls(c, False)
+                found = (
+                    *(x for x in plain if x.axis != "ep"),
+                    *ep_collectives(self.whole_model, passes, ctx),
+                )
+            else:
+                found = model_collectives(self.whole_model, passes, ctx, pp=False)
             self._calls[key] = tuple(x for x in found if x.phase in ("forward", "backward"))
         return self._calls[key]
 
