@@ -199,23 +199,31 @@ class MemoryFloor:
         where they exist at the backward start) and its gradients alone (the optimizer step)."""
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
         found = self._weights(c, variant[1], dualpipe, zero)
+        return _fullest(found, acts, self._grads_held(c)) + self._fixed(c)
+
+    def _grads_held(self, c: Candidate) -> bool:
+        """Gradients exist at the backward start (``TrainingSetting.grads_held``)."""
         count = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
-        held = self.persistent_grads or count > 1  # TrainingSetting.grads_held
-        return max(
-            w + max(a + g if held else a, g) for (w, g), a in zip(found, acts, strict=True)
-        ) + self._fixed(c)
+        return self.persistent_grads or count > 1
 
     def least_zero(self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute) -> int:
         """The lowest ZeRO stage at which both floors of one (schedule, recompute) choice under
         ``c`` (degrees and micro-batch known) leave room on the GPU; 4 when none does. Both
         floors only fall as the ZeRO stage rises, and they see the schedule only through the
         plan (virtual stages, DualPipe) (cached)."""
-        shape = (variant[1], variant[0] == "dualpipe" and c.pp > 1)
-        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, shape, rc)
+        dualpipe = variant[0] == "dualpipe" and c.pp > 1
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, variant[1], dualpipe, rc)
         if key not in self._fits:
-            acts = self._activations(c, variant, rc)
-            fits = (z for z in self.states_fit(c, shape[1]) if self._fits_at(c, variant, z, acts))
-            self._fits[key] = next(fits, 4)
+            acts, held = self._activations(c, variant, rc), self._grads_held(c)
+            room = self.p.cluster.gpu.memory_bytes / SAFETY - self._fixed(c)
+            self._fits[key] = next(
+                (
+                    z
+                    for z in self.states_fit(c, dualpipe)
+                    if _fullest(self._weights(c, variant[1], dualpipe, z), acts, held) <= room
+                ),
+                4,
+            )
         return self._fits[key]
 
     def states_fit(self, c: Candidate, dualpipe: bool) -> tuple[ZeroStage, ...]:
@@ -229,14 +237,6 @@ class MemoryFloor:
             self._states_ok[key] = ok
         return self._states_ok[key]
 
-    def _fits_at(
-        self, c: Candidate, variant: tuple[ScheduleName, int], zero: ZeroStage, acts: list[float]
-    ) -> bool:
-        """Whether the backward-start floor of ZeRO stage ``zero`` fits (``states_fit``
-        checks the states floor)."""
-        have = self.p.cluster.gpu.memory_bytes
-        return SAFETY * self._first(c, variant, zero, acts) <= have
-
     def _reason(self, need: float, what: str) -> str | None:
         have = self.p.cluster.gpu.memory_bytes
         if need <= have:
@@ -246,3 +246,12 @@ class MemoryFloor:
     def states_rule(self, p: Problem, c: Candidate) -> str | None:
         """A rule for the ZeRO level: model states, NCCL buffers, runtime and reserve cannot fit."""
         return self._reason(self.states_bytes(c), "model states, NCCL buffers, runtime and reserve")
+
+
+def _fullest(weights: list[tuple[float, float]], acts: list[float], held: bool) -> float:
+    """The fullest rank's bytes without the fixed overheads: per rank, its weights, master
+    weights and optimizer states with the larger of its activations (plus its gradients when
+    ``held``) and its gradients alone."""
+    if held:
+        return max(w + a + g for (w, g), a in zip(weights, acts, strict=True))
+    return max(w + max(a, g) for (w, g), a in zip(weights, acts, strict=True))
