@@ -88,6 +88,9 @@ class Bounds:
     ) -> None:
         self.p, self.a, self.floor = problem, assumptions, floor
         self.ctx = Contexts(problem, assumptions)
+        m = problem.model
+        self._block_kinds = {m.is_moe_layer(i): i for i in range(m.num_hidden_layers)}
+        """A block of each kind (MoE or not): the last of its kind."""
         self._parts: dict[Candidate, _Parts] = {}
         self._units: dict[tuple[int, int, int, int, int, Recompute], Unit] = {}
         self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}
@@ -105,11 +108,10 @@ class Bounds:
         key = (tp, cp, ep, etp, mbs, rc)
         if key not in self._units:
             layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs, recompute=rc)
-            compute, m = self.ctx.compute(layout), self.p.model
-            kinds = {m.is_moe_layer(i): i for i in range(m.num_hidden_layers)}
+            compute = self.ctx.compute(layout)
             blocks = {
                 moe: pass_times(self.ctx.work((i,), False, False), compute)
-                for moe, i in kinds.items()
+                for moe, i in self._block_kinds.items()
             }
             whole = pass_times(self.ctx.whole_model, compute)
             embedding = pass_times(self.ctx.work((), True, False), compute)

@@ -80,8 +80,10 @@ Mix = tuple[int, int, int, int]
 def rank_loads(mixes: tuple[Mix, ...], last: Mix, unit: Unit) -> tuple[float, float]:
     """(heaviest rank's, last rank's) compute per micro-batch, s, from the ranks' mixes."""
 
+    dense, moe, embedding, head = unit.kinds
+
     def load(mix: Mix) -> float:
-        return sum(n * t for n, t in zip(mix, unit.kinds, strict=True))
+        return mix[0] * dense + mix[1] * moe + mix[2] * embedding + mix[3] * head
 
     return max(load(mix) for mix in mixes), load(last)
 
