@@ -344,6 +344,24 @@ def test_ep_dispatches_and_combines_per_moe_layer_each_way() -> None:
     assert found[0].size_bytes == 4096 * 4 * 4096 * 2  # tokens x top-k x h x 2 bytes
 
 
+def test_expert_tp_gathers_and_scatters_the_dispatched_tokens_per_moe_layer() -> None:
+    # ETP 2 with TP 2 (sequence parallel): 4096 / 2 tokens per rank, top-4, gathered over 2.
+    etp = [c for c in _collectives(MOE, Layout(tp=2, dp=8, ep=8, etp=2)) if "expert TP" in c.what]
+    assert [(c.kind, c.phase, c.count) for c in etp] == [
+        ("all-gather", "forward", 4),
+        ("all-gather", "backward", 4),
+        ("reduce-scatter", "forward", 4),
+        ("reduce-scatter", "backward", 4),
+    ]
+    assert {c.axis for c in etp} == {"tp"}
+    assert etp[0].size_bytes == 2 * (4096 / 2) * 4 * 4096 * 2  # etp x tokens x top-k x h x 2 B
+    assert all(c.time_s > 0 for c in etp)
+    plain = _collectives(MOE, Layout(tp=2, dp=8, ep=8))
+    assert not [c for c in plain if "expert TP" in c.what]
+    full = _collectives(MOE, Layout(tp=2, dp=8, ep=8, etp=2, recompute="full"))
+    assert [c.count for c in full if "expert TP" in c.what and c.phase == "backward"] == [8, 8]
+
+
 def test_dualpipe_hides_ep_all_to_all_behind_compute() -> None:
     plain = [c for c in _collectives(MOE, Layout(dp=8, ep=8, pp=2)) if c.axis == "ep"]
     dual = [

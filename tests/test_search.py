@@ -163,6 +163,22 @@ def test_bounds_never_exceed_the_estimate_on_sampled_layouts(
         workload=TrainingWorkload(seq_len=seq, global_batch_size=gbs),
         num_gpus=gpus,
     )
+    _check_bounds_on_sampled_layouts(p, assumptions)
+
+
+def test_bounds_never_exceed_the_estimate_with_expert_tensor_parallelism():
+    # ETP 2 adds the expert-TP all-gathers and reduce-scatters to the collectives.
+    p = Problem(
+        model=load_model("mixtral-8x7b"),
+        cluster=load_cluster("hgx-h100", 8),
+        workload=TrainingWorkload(seq_len=4096, global_batch_size=256),
+        num_gpus=64,
+        space=SearchSpace(etp_values=(2,)),
+    )
+    _check_bounds_on_sampled_layouts(p, DEFAULT_ESTIMATE_ASSUMPTIONS)
+
+
+def _check_bounds_on_sampled_layouts(p: Problem, assumptions) -> None:
     floor = MemoryFloor(p, assumptions)
     bounds = Bounds(p, assumptions, floor)
     for c in random.Random(7).sample(enumerate_layouts(p).valid, 40):

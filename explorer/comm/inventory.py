@@ -7,7 +7,12 @@ from collections.abc import Iterable
 from explorer.comm.collectives import COLLECTIVE_KINDS
 from explorer.comm.context_parallel import cp_collectives
 from explorer.comm.data_parallel import dp_collectives
-from explorer.comm.model_parallel import ep_collectives, pp_collectives, tp_collectives
+from explorer.comm.model_parallel import (
+    ep_collectives,
+    etp_collectives,
+    pp_collectives,
+    tp_collectives,
+)
 from explorer.comm.step import Collective, StageContext
 from explorer.compute import PassTimes, StageWork
 from explorer.specs import MESH_ORDER
@@ -32,6 +37,7 @@ def model_collectives(
         *tp_collectives(work, passes, ctx),
         *cp_collectives(work, passes, ctx),
         *ep_collectives(work, passes, ctx),
+        *etp_collectives(work, passes, ctx),
         *(pp_collectives(passes, ctx) if pp else ()),
     )
 

@@ -68,6 +68,35 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     return both_ways(ctx, "ep", "all-to-all", what, size, counts, passes, windows, share, one)
 
 
+def etp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
+    """Expert-TP all-gather of the dispatched tokens and reduce-scatter of the experts' output
+    of one micro-batch, per rank, on the ETP group (counted on the tp axis).
+
+    Ledger: per MoE block forward, an all-gather of the ETP group's received tokens (etp x the
+    dispatch buffer of ``ep_collectives``, at the activation width) before the experts and a
+    reduce-scatter of the same bytes after them; the backward runs the mirror pair (once more
+    with full recompute). Source: Megatron-Core MoEAlltoAllTokenDispatcher
+    (gather_from_sequence_parallel_region / reduce_scatter_to_sequence_parallel_region over
+    the expert-tensor-parallel group).
+    """
+    etp = ctx.layout.etp
+    if etp == 1 or work.num_moe_layers == 0:
+        return []
+    local = tokens_per_rank(ctx) / ctx.layout.tp * ctx.model.num_experts_per_tok
+    size = etp * local * ctx.moe_imbalance * ctx.model.hidden_size * ctx.policy.activation_bytes
+    per_pass = work.num_moe_layers
+    counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))
+    windows: tuple[Window, Window] = ((0.5, 0.0, 0.0), (0.0, 0.5, 0.0))  # two kinds share
+    share = ctx.assumptions.tp_overlap
+    what = ("expert tokens (expert TP)", "expert token gradients (expert TP)")
+    kinds: tuple[CollectiveKind, ...] = ("all-gather", "reduce-scatter")
+    return [
+        c
+        for kind in kinds
+        for c in both_ways(ctx, "tp", kind, what, size, counts, passes, windows, share, group="etp")
+    ]
+
+
 def ep_bytes_per_element(ctx: StageContext) -> float:
     """Mean bytes per element of a dispatch and a combine: FP8 dispatch (1 byte + an fp32
     scale per 128) with a bf16 combine when fp8_dispatch, else the activation dtype.

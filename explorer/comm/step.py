@@ -15,7 +15,9 @@ Per micro-batch (phase ``forward`` / ``backward``, added to the stage's pass tim
   q, k, v and the output (Jacobs et al. 2023, arXiv:2309.14509); neither overlaps.
 - EP: all-to-all dispatch and combine per MoE block, forward and backward (Megatron-Core
   MoEAlltoAllTokenDispatcher); DualPipe hides them behind another micro-batch's compute
-  (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1).
+  (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1). Expert TP (ETP > 1): the dispatched
+  tokens are all-gathered over the ETP group before the experts and their outputs
+  reduce-scattered after, counted on the tp axis (the same dispatcher).
 - PP: one activation to the next stage in the forward and one gradient back, per chunk;
   Megatron-LM's 1F1B exchanges are blocking (send_forward_recv_backward), so exposed.
 - ZeRO-2: reduce-scatter of each micro-batch's gradients; ZeRO-3 / FSDP: all-gather of the
@@ -240,8 +242,10 @@ def both_ways(
     windows: tuple[Window, Window] = (NO_WINDOW, NO_WINDOW),
     share: float = 0.0,
     one_call_s: float | None = None,
+    *,
+    group: str | None = None,
 ) -> list[Collective]:
-    """A forward and a backward collective of one kind on ``axis``'s own group.
+    """A forward and a backward collective of one kind on ``axis``'s own group (or ``group``).
 
     ``what``, ``counts`` and ``windows`` (the compute of ``passes`` it may hide behind at
     ``share``) are (forward, backward) pairs; ``one_call_s`` overrides the time of one call
@@ -252,7 +256,7 @@ def both_ways(
         timed(
             ctx,
             axis,
-            axis,
+            group or axis,
             kind,
             what[i],
             phases[i],

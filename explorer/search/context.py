@@ -31,7 +31,7 @@ from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
 from explorer.specs import Layout, ZeroStage
 
-GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "pp", "dp_cp", "edp")
+GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
 """Process groups whose collectives a part runs (explorer.comm)."""
 
 
