@@ -72,6 +72,13 @@ def test_space_flags_narrow_the_search(capsys):
     assert {row["schedule"] for row in out["layouts"]} == {"1f1b"}
 
 
+def test_etp_values_open_expert_tensor_parallelism(capsys):
+    moe = ["search", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "16", *WORKLOAD]
+    assert main([*moe, "--json", "--top", "2", "--etp-values", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {row["etp"] for row in out["layouts"]} == {2}
+
+
 def test_text_output_lists_the_ranked_layouts(capsys):
     assert main([*ARGS, *WORKLOAD, "--top", "3"]) == 0
     out = capsys.readouterr().out

@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cp-values", type=int, nargs="+", help="context-parallel degrees")
     group.add_argument("--ep-values", type=int, nargs="+", help="expert-parallel degrees")
     group.add_argument(
+        "--etp-values", type=int, nargs="+", help="expert-tensor-parallel degrees (default 1)"
+    )
+    group.add_argument(
         "--tp-across-nodes", action="store_true", help="allow TP beyond the scale-up domain"
     )
 
@@ -59,6 +62,7 @@ def space_from(args: argparse.Namespace) -> SearchSpace:
         "max_virtual": args.max_virtual,
         "cp_values": args.cp_values,
         "ep_values": args.ep_values,
+        "etp_values": args.etp_values,
     }
     given: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v for k, v in chosen.items() if v is not None
