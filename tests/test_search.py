@@ -194,6 +194,8 @@ def _check_bounds_on_sampled_layouts(p: Problem, assumptions) -> None:
         tiers = [bounds.leaf_s(c), bounds.zero_s(c), bounds.pipeline_s(open_zero)]
         tiers += [bounds.node_s(open_zero), bounds.node_s(c._replace(recompute=None,
                   schedule=None, virtual=None, zero=None), comm=False)]  # fmt: skip
+        tiers.append(bounds.degrees_s(c._replace(mbs=None, recompute=None, schedule=None,
+                                                 virtual=None, zero=None)))  # fmt: skip
         assert max(tiers) <= e.step_time_s
 
 

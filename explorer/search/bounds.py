@@ -3,6 +3,10 @@
 In tiers; each bounds ``explorer.estimate``'s step time of every complete layout below a node
 of ``explorer.mesh``'s tree that passes the memory floors (``explorer.search.floor``; a node
 with none gets infinity, and the search rejects it as ``memory``):
+0. ``degrees_s`` (degrees and expert degrees known): the ranks' mean busy time with the
+   whole model's compute and exposed TP, CP and EP, at its least over the micro-batch sizes
+   and recompute policies: it prunes a mesh whose all-to-alls or TP traffic alone are too
+   slow before its micro-batch and recompute choices are bounded one by one.
 1. ``node_s`` (micro-batch known): the pipelined part is at least the ranks' mean busy time
    (every micro-batch runs every part once, so busy time summed over ranks is M x the whole
    model's cycle), at least the heaviest rank's compute (its blocks by kind, embedding and
@@ -248,6 +252,25 @@ class Bounds:
         ranked.sort()
         return ranked
 
+    def degrees_s(self, c: Candidate) -> float:
+        """Tier 0: lower bound on the step time of every complete layout under ``c`` (degrees
+        and expert degrees known), s: the ranks' mean busy time M x (compute + exposed TP, CP
+        and EP) / P at its least over the micro-batch sizes and recompute policies, with
+        DualPipe's EP overlap where DualPipe is open (it hides at least as much). Every
+        tier-1 floor is at least that; the bubble, data-parallel collectives, tail and memory
+        only add."""
+        space, gbs = self.p.space, self.p.workload.global_batch_size
+        dualpipe = c.pp > 1 and "dualpipe" in space.schedules
+        best = float("inf")
+        for mbs in space.micro_batch_sizes:
+            if gbs % (c.dp * mbs):  # the batch rule rejects it
+                continue
+            node, m = c._replace(mbs=mbs), gbs // (c.dp * mbs)
+            for rc in space.recomputes:
+                whole = self.ctx.whole_of(node._replace(recompute=rc), dualpipe=dualpipe)
+                best = min(best, m * (whole.compute_s + whole.model_s + whole.expert_s) / c.pp)
+        return SAFETY * best
+
     def node_s(self, c: Candidate, comm: bool = True, memory: bool = True) -> float:
         """Tier 1: lower bound on the step time of every complete layout under ``c`` (degrees
         and micro-batch known) that passes the memory floors, s; infinity when none does.
@@ -345,13 +368,14 @@ class Bounds:
         return max(parent_s, bound)
 
     def tight_s(self, depth: int, c: Candidate) -> float | None:
-        """The costlier bound computed when a node first reaches the front of the queue: tier 1
-        with memory floors at the micro-batch level and with collectives at the recompute
-        level, tier 2 at the pipeline level, tier 3 at the ZeRO level."""
+        """The costlier bound computed when a node first reaches the front of the queue: tier 0
+        at the expert level, tier 1 with memory floors at the micro-batch level and with
+        collectives at the recompute level, tier 2 at the pipeline level, tier 3 at the ZeRO
+        level."""
         if depth == LEAF:
             return self.zero_s(c)
         if depth == LEAF - 1:
             return self.pipeline_s(c)
         if c.mbs is None:
-            return None
+            return self.degrees_s(c) if c.ep is not None else None
         return self.node_s(c, comm=c.recompute is not None)
