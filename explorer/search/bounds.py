@@ -45,7 +45,7 @@ from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, exposed_s
 from explorer.search.floor import MemoryFloor
 from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
-from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
+from explorer.specs import RECOMPUTES, Layout, Recompute, ScheduleName, ZeroStage
 
 SAFETY = 1 - 1e-9
 """Bounds are scaled by this so that rounding in sums never lifts them above the estimate."""
@@ -254,21 +254,31 @@ class Bounds:
 
     def degrees_s(self, c: Candidate) -> float:
         """Tier 0: lower bound on the step time of every complete layout under ``c`` (degrees
-        and expert degrees known), s: the ranks' mean busy time M x (compute + exposed TP, CP
-        and EP) / P at its least over the micro-batch sizes and recompute policies, with
-        DualPipe's EP overlap where DualPipe is open (it hides at least as much). Every
-        tier-1 floor is at least that; the bubble, data-parallel collectives, tail and memory
-        only add."""
+        and expert degrees known), s: the ranks' mean busy time with the whole model's compute
+        and exposed TP, CP and EP at its least over the recompute policies
+        (``Contexts.busy_floor``; DualPipe's EP overlap where DualPipe is open: it hides at
+        least as much), plus the least mean
+        data-parallel time over the ZeRO stages whose states floor fits, exposed behind the
+        widest windows (the most recompute: data-parallel calls do not depend on it, and
+        wider windows only hide more), at its least over the micro-batch sizes. Every tier-1
+        term is at least that; the bubble and the memory floors only add."""
         space, gbs = self.p.space, self.p.workload.global_batch_size
         dualpipe = c.pp > 1 and "dualpipe" in space.schedules
+        fit = {z for flag in {False, dualpipe} for z in self.floor.states_fit(c, flag)}
+        stages = [z for z in space.zero_stages if z in fit]
+        widest = max(space.recomputes, key=RECOMPUTES.index)
         best = float("inf")
         for mbs in space.micro_batch_sizes:
             if gbs % (c.dp * mbs):  # the batch rule rejects it
                 continue
             node, m = c._replace(mbs=mbs), gbs // (c.dp * mbs)
-            for rc in space.recomputes:
-                whole = self.ctx.whole_of(node._replace(recompute=rc), dualpipe=dualpipe)
-                best = min(best, m * (whole.compute_s + whole.model_s + whole.expert_s) / c.pp)
+            busy = m * min(
+                self.ctx.busy_floor(node._replace(recompute=rc), dualpipe)
+                for rc in space.recomputes
+            )
+            data = (self.ctx.data_of(node._replace(recompute=widest), z) for z in stages)
+            tail = min((m * d.per_microbatch_s + d.tail_s for d in data), default=float("inf"))
+            best = min(best, (busy + tail) / c.pp)
         return SAFETY * best
 
     def node_s(self, c: Candidate, comm: bool = True, memory: bool = True) -> float:

@@ -73,6 +73,7 @@ class Contexts:
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
+        self._busy: dict[tuple[object, ...], float] = {}
         self._data_calls_cache: dict[tuple[object, ...], tuple[tuple[Collective, ...], float]] = {}
 
     @property
@@ -158,6 +159,23 @@ class Contexts:
                 compute_s=passes.forward_s + passes.backward_s, model_s=model, expert_s=expert
             )
         return self._whole[key]
+
+    def busy_floor(self, c: Candidate, dualpipe: bool) -> float:
+        """Lower bound on compute plus exposed TP, CP and EP seconds per micro-batch of a
+        candidate whose micro-batch and recompute are known: ``whole_of``'s sum, except that
+        full recompute's collectives are bounded by the calls without recompute behind its
+        windows (it only adds backward calls: explorer.comm; exposure grows with a call's
+        time), which spares timing them (cached)."""
+        if c.recompute != "full":
+            whole = self.whole_of(c, dualpipe)
+            return whole.compute_s + whole.model_s + whole.expert_s
+        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, dualpipe)
+        if key not in self._busy:
+            passes = self._passes(c)
+            calls = self._model_calls(c._replace(recompute="none"), dualpipe)
+            exposed = sum(call.exposed_for(passes) for call in calls)
+            self._busy[key] = passes.forward_s + passes.backward_s + exposed
+        return self._busy[key]
 
     def _model_calls(self, c: Candidate, dualpipe: bool) -> tuple[Collective, ...]:
         """The whole model's TP, CP and EP collectives per micro-batch (cached per degrees,
