@@ -175,6 +175,30 @@ def test_expert_imbalance_slows_the_busiest_gpu() -> None:
     assert skewed.forward_s > even.forward_s
 
 
+def test_dualpipe_with_ep_computes_on_the_sms_its_all_to_alls_leave() -> None:
+    # DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs run dispatch and combine; GEMMs and attention get
+    # the other 112, so they take 132 / 112 as long; memory-bound kernels are unchanged.
+    work, share = _whole(MOE), 20 / 132
+    sms = ComputeAssumptions(comm_sm_share=share)
+    layout = Layout(ep=8, dp=8, pp=2, schedule="dualpipe")
+    free = pass_times(work, _context(layout, MOE))
+    held = pass_times(work, _context(layout, MOE, assumptions=sms))
+    assert held.weight_s == pytest.approx(free.weight_s * 132 / 112, rel=REL)  # GEMMs only
+    assert held.attention_forward_s == pytest.approx(free.attention_forward_s * 132 / 112)
+    memory_bound = free.forward_s - free.weight_s - free.attention_forward_s
+    assert held.forward_s - held.weight_s - held.attention_forward_s == pytest.approx(
+        memory_bound, rel=REL
+    )
+    for plain in (Layout(ep=8, dp=8, pp=2), Layout(dp=8, pp=2, schedule="dualpipe")):
+        unchanged = pass_times(work, _context(plain, MOE, assumptions=sms))
+        assert unchanged == pass_times(work, _context(plain, MOE))
+
+
+def test_assumptions_reject_a_comm_sm_share_of_one() -> None:
+    with pytest.raises(ValueError, match="comm_sm_share"):
+        ComputeAssumptions(comm_sm_share=1.0)
+
+
 # --- optimizer step -------------------------------------------------------------------------
 
 

@@ -32,6 +32,12 @@ class ComputeAssumptions:
     skips masked blocks (Dao 2023, arXiv:2307.08691, sec. 3.1) and Megatron-LM counts. False:
     the classic attention core computes the whole matrix (Narayanan et al. 2021 and
     Korthikanti et al. 2022 count it whole)."""
+    comm_sm_share: float = 0.0
+    """Share of the GPU's SMs that communication kernels hold while DualPipe overlaps the EP
+    all-to-alls with compute (DualPipe, PP > 1, EP > 1); the GEMM and attention kernels run
+    on the rest and take 1 / (1 - share) as long (memory-bound kernels are left as they are:
+    HBM, not SMs, limits them). 0 models no reservation. DeepSeek-V3 on H800: 20 of 132 SMs
+    (0.152). Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2."""
     fp8_attention: bool = False
     """Under an fp8 policy the attention core also runs in FP8. False: FP8 for the linear
     layers only, attention in BF16 (Transformer Engine's default; DeepSeek-V3 report,
@@ -42,6 +48,8 @@ class ComputeAssumptions:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        if not 0 <= self.comm_sm_share < 1:
+            raise ValueError(f"comm_sm_share must be in [0, 1), got {self.comm_sm_share!r}")
         attention = self.attention_efficiency
         if attention is not None and not 0 < attention <= 1:
             raise ValueError(f"attention_efficiency must be in (0, 1], got {attention!r}")

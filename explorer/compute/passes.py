@@ -97,6 +97,10 @@ def _forward(work: StageWork, ctx: ComputeContext) -> _Forward:
     expert = kernel_efficiency(expert_gemm_size(layout, ctx.model, seq), ctx.assumptions)
     attention_eff = ctx.assumptions.attention_efficiency or dense
     tokens = layout.micro_batch_size * seq / (layout.tp * layout.cp)  # per GPU, TP-split
+    overlapped = layout.schedule == "dualpipe" and layout.pp > 1 and layout.ep > 1
+    if overlapped:  # SMs held by the all-to-alls DualPipe overlaps (ComputeAssumptions)
+        linear_peak *= 1 - ctx.assumptions.comm_sm_share
+        attention_peak *= 1 - ctx.assumptions.comm_sm_share
     traffic = stage_traffic(work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout)
     bytes_per_s = ctx.gpu.hbm_bytes_per_s * ctx.assumptions.hbm_efficiency
     per_element = ctx.policy.activation_bytes * tokens * layout.tp / bytes_per_s  # b s / cp

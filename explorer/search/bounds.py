@@ -316,8 +316,9 @@ class Bounds:
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
             timed = {}
             # pass_times reads only these layout fields (explorer.compute)
+            overlapped = layout.schedule == "dualpipe" and layout.pp > 1 and layout.ep > 1
             fields = (layout.tp, layout.sp, layout.cp, layout.ep, layout.etp,
-                      layout.micro_batch_size, layout.recompute)  # fmt: skip
+                      layout.micro_batch_size, layout.recompute, overlapped)  # fmt: skip
             for work in set(works):
                 if (work, fields) not in self._passes:
                     self._passes[work, fields] = pass_times(work, compute)
@@ -368,9 +369,10 @@ class Bounds:
 
     def cheap_s(self, depth: int, c: Candidate, parent_s: float) -> float:
         """The bound a node is queued under when it is made. The mesh, expert and ZeRO levels
-        inherit their parent's (above the micro-batch level nearly every node is expanded
-        anyway); micro-batch nodes get compute-only tier 1, recompute nodes add the memory
-        floors, pipeline nodes the collectives (each cached by their parent's tightening)."""
+        inherit their parent's (an expert node gets tier 0 when it first reaches the front);
+        micro-batch nodes get compute-only tier 1, recompute nodes add the memory floors,
+        pipeline nodes the collectives (the terms are cached: a parent's tightening computed
+        most of them)."""
         if depth == LEAF or c.mbs is None:
             return parent_s
         deep = c.schedule is not None

@@ -134,13 +134,22 @@ class Contexts:
             schedule="dualpipe" if dualpipe else "1f1b",
         )  # fmt: skip
 
-    def _passes(self, c: Candidate) -> PassTimes:
-        """Whole-model pass times (ZeRO and schedule change no compute; cached)."""
-        key = (c.tp, c.cp, c.ep, c.etp, c.mbs, c.recompute)
+    def _passes(self, c: Candidate, dualpipe: bool = False) -> PassTimes:
+        """Whole-model pass times (cached): ZeRO and the schedule change no compute, except
+        that DualPipe with EP runs it on the SMs its all-to-alls leave
+        (ComputeAssumptions.comm_sm_share), which only lengthens it."""
+        key = (c.tp, c.cp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
         if key not in self._pass_cache:
-            layout = self._layout(c, 0, False)
+            layout = self._layout(c, 0, dualpipe)
             self._pass_cache[key] = pass_times(self.whole_model, self.compute(layout))
         return self._pass_cache[key]
+
+    def _windows(self, c: Candidate) -> PassTimes:
+        """The pass times collectives hide behind in every bound: the widest any schedule
+        under ``c`` gives (exposure only falls as a window widens), while compute is always
+        taken from ``_passes`` (the least)."""
+        sms = self.a.compute.comm_sm_share > 0 and "dualpipe" in self.p.space.schedules
+        return self._passes(c, sms and c.pp > 1 and (c.ep or 1) > 1)
 
     def whole_of(self, c: Candidate, dualpipe: bool = False) -> Whole:
         """Whole-model compute and exposed TP, CP and EP seconds per micro-batch of a
@@ -148,13 +157,13 @@ class Contexts:
         timed once per recompute count, their exposure per pass times)."""
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
         if key not in self._whole:
-            passes = self._passes(c)
+            passes, windows = self._passes(c), self._windows(c)
             model = expert = 0.0
             for call in self._model_calls(c, dualpipe):
                 if call.axis == "ep":
-                    expert += call.exposed_for(passes)
+                    expert += call.exposed_for(windows)
                 else:
-                    model += call.exposed_for(passes)
+                    model += call.exposed_for(windows)
             self._whole[key] = Whole(
                 compute_s=passes.forward_s + passes.backward_s, model_s=model, expert_s=expert
             )
@@ -171,9 +180,9 @@ class Contexts:
             return whole.compute_s + whole.model_s + whole.expert_s
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, dualpipe)
         if key not in self._busy:
-            passes = self._passes(c)
+            passes, windows = self._passes(c), self._windows(c)
             calls = self._model_calls(c._replace(recompute="none"), dualpipe)
-            exposed = sum(call.exposed_for(passes) for call in calls)
+            exposed = sum(call.exposed_for(windows) for call in calls)
             self._busy[key] = passes.forward_s + passes.backward_s + exposed
         return self._busy[key]
 
@@ -205,7 +214,7 @@ class Contexts:
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, zero)
         if key not in self._data:
             calls, optimizer = self._data_calls(c, zero)
-            passes = self._passes(c)
+            passes = self._windows(c)
             per_microbatch = step = 0.0
             for call in calls:
                 if call.phase == "step":
