@@ -3,7 +3,9 @@
 Most tests read only the JSON and the estimator, so they always run. Configurations the
 estimator does not match yet are strict xfails naming the change request (CR-n, written out in
 validation/README.md) that would close the gap: fixing it turns them into failures to unmark.
-One test re-measures a tiny configuration with torch (the ``validate`` extra).
+The held-out set (validation/heldout.json, chosen after explorer/memory was fitted to
+results.json) is held to the same tolerances. Two tests re-measure a small configuration with
+torch (the ``validate`` extra).
 """
 
 from __future__ import annotations
@@ -15,18 +17,23 @@ from collections.abc import Callable
 import pytest
 
 from explorer.counting import param_counts
+from explorer.memory import training_memory
+from explorer.presets import load_gpu
 from explorer.validation_data import (
     COMPARED,
+    GPU_ID,
     MODEL_STATES,
     RESULTS_PATH,
     Measurement,
     compare,
+    comparison_assumptions,
     comparison_table,
     load_results,
     mapped,
     measured_at_peak,
     measurement,
 )
+from validation.run_all import HELDOUT_PATH
 
 MODEL_STATES_TOLERANCE = 0.02
 """Parameters + gradients + master weights + Adam states after the backward, relative."""
@@ -40,6 +47,20 @@ MODEL_STATE_GAPS: dict[str, Callable[[Measurement], bool]] = {}
 
 PEAK_GAPS: frozenset[str] = frozenset()
 """Configurations whose total peak is off by more than PEAK_TOLERANCE today."""
+
+HELDOUT_LIVE_CONFIG = "llama1b-bf16-pure-s2048-b1-sel"
+"""A held-out record re-measured with torch (selective recompute, under a second)."""
+SELECTIVE_PAIRS = (
+    ("llama1b-bf16-pure-s2048-b1-sel", "llama1b-bf16-pure-s2048-b1"),
+    ("llama8b-tp2-bf16-pure-s4096-b1-sel", "llama8b-tp2-bf16-pure-s4096-b1"),
+)
+"""Held-out selective-recompute records and the stored records they differ from by it only."""
+PHASE_OF = {
+    "backward_start": "backward",
+    "block_backward": "backward",
+    "optimizer_step": "optimizer",
+}
+"""The estimator's phase -> the measured phase it stands for."""
 
 
 def peak_change_requests(m: Measurement) -> str:
@@ -147,3 +168,67 @@ def test_a_tiny_configuration_measured_live_equals_its_stored_record():
     (config,) = [c for c in configs() if c.id == LIVE_CONFIG]
     stored = json.loads(RESULTS_PATH.read_text())["configs"]
     assert measure(config) == next(r for r in stored if r["id"] == LIVE_CONFIG)
+
+
+def _heldout() -> tuple[Measurement, ...]:
+    return load_results(HELDOUT_PATH)
+
+
+def _estimated_phase(m: Measurement) -> str:
+    gpu, assumptions = load_gpu(GPU_ID), comparison_assumptions(m)
+    return training_memory(m.model, gpu, m.layout, m.workload, assumptions).peak_phase
+
+
+def test_the_heldout_set_is_new_configurations_measured_on_the_same_torch():
+    heldout, fitted = _heldout(), load_results()
+    assert len(heldout) >= 10
+    assert len({m.id for m in heldout}) == len(heldout)
+    assert not {m.id for m in heldout} & {m.id for m in fitted}
+    assert {m.torch_version for m in heldout} == {m.torch_version for m in fitted}
+    assert "held_out" in json.loads(HELDOUT_PATH.read_text())
+
+
+@pytest.mark.parametrize("m", _heldout(), ids=lambda m: m.id)
+def test_heldout_model_states_match_the_measurement_within_two_percent(m):
+    assert compare(m).model_states_error == pytest.approx(0.0, abs=MODEL_STATES_TOLERANCE)
+
+
+@pytest.mark.parametrize("m", _heldout(), ids=lambda m: m.id)
+def test_heldout_peak_matches_the_measurement_within_ten_percent(m):
+    assert compare(m).peak_error == pytest.approx(0.0, abs=PEAK_TOLERANCE)
+
+
+@pytest.mark.parametrize("m", _heldout(), ids=lambda m: m.id)
+def test_heldout_peak_phase_is_the_measured_one(m):
+    assert PHASE_OF[_estimated_phase(m)] == m.peak_phase
+
+
+@pytest.mark.parametrize("m", _heldout(), ids=lambda m: m.id)
+def test_heldout_records_are_consistent(m):
+    assert m.num_params == param_counts(m.model).total
+    assert sum(measured_at_peak(m).values()) == m.peak_bytes
+    assert m.peak_bytes == max(snapshot["total"] for snapshot in m.phases.values())
+
+
+@pytest.mark.parametrize(("selective", "plain"), SELECTIVE_PAIRS)
+def test_selective_recompute_drops_what_the_estimator_drops(selective, plain):
+    # Flash attention: beyond q, k, v and its output the core saves only the fp32 log-sum-exp,
+    # so checkpointing it frees T a / t x 4 B per layer (Korthikanti et al. 2022 sec. 5).
+    m = measurement(selective, HELDOUT_PATH)
+    with_core, without_core = compare(measurement(plain)), compare(m)
+    measured = with_core.measured["activations"] - without_core.measured["activations"]
+    estimated = with_core.estimated["activations"] - without_core.estimated["activations"]
+    tokens = m.workload.seq_len * m.layout.micro_batch_size
+    lse = tokens * m.model.num_attention_heads / m.layout.tp * 4
+    assert measured == pytest.approx(lse * m.model.num_hidden_layers, rel=0.01)
+    assert estimated == pytest.approx(measured, rel=0.01)
+
+
+def test_a_heldout_configuration_measured_live_equals_its_stored_record():
+    pytest.importorskip("torch")
+    from validation.measure import measure
+    from validation.run_all import heldout_configs
+
+    (config,) = [c for c in heldout_configs() if c.id == HELDOUT_LIVE_CONFIG]
+    stored = json.loads(HELDOUT_PATH.read_text())["configs"]
+    assert measure(config) == next(r for r in stored if r["id"] == HELDOUT_LIVE_CONFIG)

@@ -35,13 +35,21 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from explorer.specs import Layout, ModelSpec, TrainingWorkload
 from validation.models import Transformer, build_model, num_parameters
-from validation.parallelize import apply_ac, apply_fsdp, apply_tp
+from validation.parallelize import apply_ac, apply_fsdp, apply_selective_ac, apply_tp
 
 DEVICE = "cpu"
 """Fake tensors live on the CPU: with the CPU wheel, device="cuda" aborts at the first backward."""
 
 PARAM_DTYPE = {"fp32": torch.float32, "bf16-pure": torch.bfloat16, "bf16-mixed": torch.float32}
 """Stored parameter dtype per precision (bf16-mixed: fp32 shards, bf16 compute via FSDP2)."""
+
+
+CHECKPOINTING = {
+    "none": "none",
+    "selective": "selective, the attention core per block (checkpoint_wrapper, non-reentrant)",
+    "full": "full, per block (checkpoint_wrapper, non-reentrant)",
+}
+"""Activation checkpointing per ``Layout.recompute``, in the words stored with a record."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,8 +77,6 @@ class Config:
             self.workload.global_batch_size
         ):
             raise ValueError(f"{self.id}: global batch is not a multiple of dp x micro-batch")
-        if self.layout.recompute == "selective":
-            raise ValueError(f"{self.id}: selective recompute is not measured")
 
     @property
     def microbatches(self) -> int:
@@ -107,11 +113,7 @@ class Config:
                 if tp
                 else "none"
             ),
-            "activation_checkpointing": (
-                "full, per block (checkpoint_wrapper, non-reentrant)"
-                if self.layout.recompute == "full"
-                else "none"
-            ),
+            "activation_checkpointing": CHECKPOINTING[self.layout.recompute],
             "grad_zeroing": "zero_grad(set_to_none=True) at the start of the step",
         }
 
@@ -220,6 +222,8 @@ def _parallelize(model: Transformer, config: Config) -> None:
         apply_tp(model, tp_mesh, layout.sequence_parallel, config.loss_parallel)
     if layout.recompute == "full":
         apply_ac(model)
+    elif layout.recompute == "selective":
+        apply_selective_ac(model)
     if config.fsdp and dp_mesh is not None:
         apply_fsdp(model, dp_mesh, mixed=config.workload.precision == "bf16-mixed")
 

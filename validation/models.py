@@ -80,6 +80,18 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotate_half(x) * sin
 
 
+class AttentionCore(nn.Module):
+    """The attention core, softmax(q k^T / sqrt(d)) v, as one causal flash SDPA call.
+
+    A module of its own (no parameters) so that selective recompute can checkpoint it alone:
+    Korthikanti et al. 2022 (arXiv:2205.05198) sec. 5 recompute QK^T, softmax, dropout and
+    attention over V, and keep q, k, v and the projections' inputs.
+    """
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
 class Attention(nn.Module):
     """Grouped-query causal self-attention with rotary positions and optional q/k norms."""
 
@@ -93,6 +105,7 @@ class Attention(nn.Module):
         self.wo = nn.Linear(model.num_attention_heads * d, h, bias=model.attention_out_bias)
         self.q_norm = make_norm(model, d) if model.qk_norm else None
         self.k_norm = make_norm(model, d) if model.qk_norm else None
+        self.core: nn.Module = AttentionCore()
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         batch, seq, _ = x.shape
@@ -103,9 +116,7 @@ class Attention(nn.Module):
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
-        )
+        out = self.core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
         return self.wo(out.transpose(1, 2).reshape(batch, seq, -1))
 
 

@@ -104,6 +104,19 @@ def apply_ac(model: Transformer) -> None:
         model.layers[index] = checkpoint_wrapper(block, preserve_rng_state=False)
 
 
+def apply_selective_ac(model: Transformer) -> None:
+    """Selective recompute: each block checkpoints its attention core only (``AttentionCore``).
+
+    Source: Korthikanti et al. 2022 (arXiv:2205.05198) sec. 5, as Megatron-LM's
+    ``--recompute-granularity selective`` (the core attention of every layer). Not torchtitan's
+    selective AC, which saves or recomputes per operator or per layer.
+    """
+    for block in model.layers:
+        attention = block.get_submodule("attention")
+        core = attention.get_submodule("core")
+        attention.core = checkpoint_wrapper(core, preserve_rng_state=False)
+
+
 def apply_fsdp(model: Transformer, dp_mesh: DeviceMesh, mixed: bool) -> None:
     """FSDP2 units as torchtitan's ``apply_fsdp`` (policy "default", no pipeline).
 

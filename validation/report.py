@@ -7,8 +7,9 @@ estimated peak per GPU, the peak's relative error, the measured peak phase besid
 estimator's, and the relative error of the model states (parameters, gradients, master weights,
 Adam states after the backward). The summary gives the median and worst |error| and how many
 configurations lie within the tolerances of ``tests/test_validation.py``, for all
-configurations, the dense ones and the MoE ones. Torch-free; exits 1 when any configuration
-lies outside a tolerance.
+configurations, the dense ones and the MoE ones. ``--heldout`` reads the held-out set
+(``validation/heldout.json``, chosen after the estimator was fitted) instead. Torch-free; exits
+1 when any configuration lies outside a tolerance.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from explorer.validation_data import (
     comparison_table,
     load_results,
 )
+from validation.run_all import HELDOUT_PATH
 
 PEAK_TOLERANCE = 0.10
 """Relative peak error allowed (``tests/test_validation.py`` PEAK_TOLERANCE)."""
@@ -116,13 +118,17 @@ def _summary(table: pd.DataFrame, peak_tol: float, states_tol: float) -> list[st
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the per-configuration table and the summary; 1 if any lies outside a tolerance."""
     parser = argparse.ArgumentParser(prog="python -m validation.report", description=__doc__)
-    parser.add_argument("--results", type=Path, default=RESULTS_PATH, help="measurements JSON")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--results", type=Path, default=RESULTS_PATH, help="measurements JSON")
+    source.add_argument(
+        "--heldout", action="store_true", help=f"the held-out set ({HELDOUT_PATH.name})"
+    )
     parser.add_argument("--peak-tolerance", type=float, default=PEAK_TOLERANCE)
     parser.add_argument("--states-tolerance", type=float, default=MODEL_STATES_TOLERANCE)
     parser.add_argument("--summary-only", action="store_true", help="print the summary only")
     args = parser.parse_args(argv)
 
-    table = report_table(args.results)
+    table = report_table(HELDOUT_PATH if args.heldout else args.results)
     peak_tol, states_tol = args.peak_tolerance, args.states_tolerance
     if not args.summary_only:
         print("\n".join(_rows(table, peak_tol, states_tol)), end="\n\n")
