@@ -37,6 +37,9 @@ from explorer.specs import Layout, ModelSpec, TrainingWorkload
 
 RESULTS_PATH: Final = Path(__file__).resolve().parent.parent / "validation" / "results.json"
 """The stored measurements (written by ``python -m validation.run_all``)."""
+HELDOUT_PATH: Final = RESULTS_PATH.parent / "heldout.json"
+"""Measurements chosen after the memory model was frozen, never used to change it (written
+by ``python -m validation.run_all --heldout``; validation/README.md, "Held-out set")."""
 
 MODEL_STATES: Final = ("parameters", "gradients", "master_weights", "optimizer_states")
 COMPARED: Final = (*MODEL_STATES, "activations", "temporary", "communication", "other")

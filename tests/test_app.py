@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.calibration import calibration_table
 from explorer.scenario import DEEPSEEK_V3, Scenario, to_query
 from explorer.trust import KINDS, expected_error
+from explorer.validation_data import HELDOUT_PATH, comparison_table
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = "explorer/ui/pages/"
@@ -81,6 +82,13 @@ def test_the_validation_page_states_every_expected_error_and_the_published_runs(
     assert len(published) == 1 and len(published[0]) == len(calibration_table())
     assert {"published", "ours", "error (%)"} <= set(published[0].columns)
     assert len(at.get("plotly_chart")) == 3  # measured memory, one configuration, published runs
+    (memory,) = [f.value for f in at.dataframe if "set" in f.value.columns]
+    counts = memory["set"].value_counts().to_dict()
+    assert counts == {
+        "taught the model": len(comparison_table()),
+        "held out": len(comparison_table(HELDOUT_PATH)),
+    }
+    assert "Held-out worst |peak error|" in metric_labels(at)
 
 
 @pytest.mark.parametrize("workload", ["training", "serving"])

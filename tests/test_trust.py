@@ -9,7 +9,7 @@ from explorer import calibration
 from explorer.counting import active_param_counts, param_counts
 from explorer.presets import load_model, model_entry, model_ids
 from explorer.trust import BUBBLE_CASES, KINDS, expected_error, percent_text
-from explorer.validation_data import comparison_table
+from explorer.validation_data import HELDOUT_PATH, comparison_table
 
 MAX_CHARS = 400
 """A statement is one line under a headline, not a paragraph."""
@@ -56,6 +56,9 @@ def test_memory_states_the_peak_error_of_every_measured_step():
     assert f"against {len(table)} measured PyTorch training steps" in statement
     assert "FSDP2 to 1,024 ranks" in statement
     assert "not measured" in statement and "assumptions" in statement
+    heldout = comparison_table(HELDOUT_PATH)["peak_error"]
+    median, worst = median_and_worst(heldout)
+    assert f"median error {median}, worst {worst} against {len(heldout)} held out" in statement
 
 
 def published_errors(metric: str | None = None) -> list[float]:

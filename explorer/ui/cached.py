@@ -281,9 +281,12 @@ def schedule_comparison_chart(
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """explorer.validation_data's comparison table and the categories it compares."""
+    """explorer.validation_data's comparison tables (the measurements that taught the model,
+    then the held-out ones, told apart by ``set``) and the categories they compare."""
     data = core("validation_data")
-    return data.comparison_table(), tuple(data.COMPARED)
+    taught = data.comparison_table().assign(set="taught the model")
+    held = data.comparison_table(data.HELDOUT_PATH).assign(set="held out")
+    return pd.concat([taught, held], ignore_index=True), tuple(data.COMPARED)
 
 
 @st.cache_data(max_entries=4, show_spinner="Estimating the published runs…")
