@@ -11,6 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from explorer.divisibility import (
+    kv_heads_split,
+    uneven_cp_sequence,
+    uneven_expert_width,
+    uneven_experts,
+    uneven_ffn_widths,
+    uneven_heads,
+)
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.frameworks import activation_storage
 from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
@@ -36,11 +44,12 @@ def heads_not_divisible(
 ) -> str | None:
     # Megatron-LM asserts heads % TP == 0; the estimate assumes an even split.
     heads, kv, tp = model.num_attention_heads, model.kv_heads, layout.tp
-    if heads % tp:
+    if uneven_heads(model, tp):
         return f"{heads} attention heads are not divisible by TP = {tp}; an even split is assumed"
-    if kv < tp:
+    split = kv_heads_split(model, tp)
+    if split == "replicated" or (split == "uneven" and kv < tp):
         return f"{kv} KV heads are fewer than TP = {tp}; each rank keeps a replica of one KV head"
-    if kv % tp:
+    if split == "uneven":
         return f"{kv} KV heads are not divisible by TP = {tp}; an even split is assumed"
     return None
 
@@ -49,9 +58,10 @@ def ffn_not_divisible(
     model: ModelSpec, layout: Layout, workload: TrainingWorkload, m: int, domain: int
 ) -> str | None:
     # Column-parallel FFN matrices need the width to divide by TP (ETP for experts).
-    if model.intermediate_size % layout.tp:
-        return f"FFN width {model.intermediate_size} is not divisible by TP = {layout.tp}"
-    if model.is_moe and model.moe_intermediate_size % layout.etp:
+    bad = uneven_ffn_widths(model, layout.tp)
+    if bad:
+        return f"FFN width {bad[0]} is not divisible by TP = {layout.tp}"
+    if uneven_expert_width(model, layout.etp):
         return f"expert FFN width {model.moe_intermediate_size} is not divisible by ETP"
     return None
 
@@ -62,7 +72,7 @@ def experts_not_divisible(
     experts = model.n_routed_experts
     if not model.is_moe and layout.ep > 1:
         return f"EP = {layout.ep} has no effect: the model has no routed experts"
-    if not model.is_moe or experts % layout.ep == 0:
+    if not uneven_experts(model, layout.ep):
         return None
     return (
         f"{experts} routed experts are not divisible by EP = {layout.ep}; the busiest GPU "
@@ -87,7 +97,7 @@ def sequence_not_divisible(
     model: ModelSpec, layout: Layout, workload: TrainingWorkload, m: int, domain: int
 ) -> str | None:
     # Load-balanced causal CP cuts the sequence into 2 x CP chunks (Megatron-Core / TE).
-    if layout.cp == 1 or workload.seq_len % (2 * layout.cp) == 0:
+    if not uneven_cp_sequence(workload.seq_len, layout.cp):
         return None
     return (
         f"sequence of {workload.seq_len} tokens is not divisible by 2 x CP = {2 * layout.cp} "

@@ -10,6 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import cache
 
+from explorer.divisibility import (
+    kv_heads_split,
+    uneven_cp_sequence,
+    uneven_expert_width,
+    uneven_experts,
+    uneven_ffn_widths,
+    uneven_heads,
+)
 from explorer.mesh.space import Candidate, Problem, expert_data_parallel, num_microbatches
 from explorer.partition import balanced_chunk_sizes
 from explorer.schedules.builders import require_valid
@@ -36,17 +44,18 @@ def tp_domain(p: Problem, c: Candidate) -> str | None:
 
 def tp_heads(p: Problem, c: Candidate) -> str | None:
     # Column-parallel attention gives each TP rank whole query heads.
-    heads = p.model.num_attention_heads
-    return None if heads % c.tp == 0 else f"{heads} attention heads do not split over TP {c.tp}"
+    if not uneven_heads(p.model, c.tp):
+        return None
+    return f"{p.model.num_attention_heads} attention heads do not split over TP {c.tp}"
 
 
 def tp_kv_heads(p: Problem, c: Candidate) -> str | None:
     # Megatron-Core requires num_query_groups to be a multiple of the TP size
     # (TransformerConfig); we do not replicate K/V heads in training. MLA shares one latent,
     # so it has no K/V heads to split.
-    kv = p.model.kv_heads
-    if p.model.is_mla or kv % c.tp == 0:
+    if kv_heads_split(p.model, c.tp) in ("split", "latent"):
         return None
+    kv = p.model.kv_heads
     return f"{kv} key/value heads do not split over TP {c.tp} (no replication in training)"
 
 
@@ -58,10 +67,7 @@ def tp_hidden(p: Problem, c: Candidate) -> str | None:
 
 def tp_ffn(p: Problem, c: Candidate) -> str | None:
     # The MLP's up/gate columns and down rows split over TP; shared experts run under TP too.
-    m = p.model
-    has_dense = m.num_moe_layers < m.num_hidden_layers
-    widths = ([m.intermediate_size] if has_dense else []) + [w for w in [m.shared_ffn_size] if w]
-    bad = [w for w in widths if w % c.tp]
+    bad = uneven_ffn_widths(p.model, c.tp)
     return f"FFN width {bad[0]} does not split over TP {c.tp}" if bad else None
 
 
@@ -90,7 +96,7 @@ def cp_sequence(p: Problem, c: Candidate) -> str | None:
     # Load-balanced causal CP cuts the sequence into 2 x cp pieces (each rank takes a pair);
     # sequence parallelism then splits each rank's tokens over TP.
     s = p.workload.seq_len
-    if c.cp > 1 and s % (2 * c.cp):
+    if uneven_cp_sequence(s, c.cp):
         return f"sequence {s} does not split into 2 x CP = {2 * c.cp} pieces"
     if c.tp > 1 and (s // c.cp) % c.tp:
         return f"{s // c.cp} tokens per CP rank do not split over TP {c.tp} (sequence parallel)"
@@ -106,10 +112,10 @@ def ep_dense(p: Problem, c: Candidate) -> str | None:
 
 def ep_experts(p: Problem, c: Candidate) -> str | None:
     # Each EP rank holds the same number of whole routed experts.
-    n, ep = p.model.n_routed_experts, c.ep or 1
-    if not p.model.is_moe or n % ep == 0:
+    ep = c.ep or 1
+    if not uneven_experts(p.model, ep):
         return None
-    return f"{n} routed experts do not split over EP {ep}"
+    return f"{p.model.n_routed_experts} routed experts do not split over EP {ep}"
 
 
 def ep_fold(p: Problem, c: Candidate) -> str | None:
@@ -122,10 +128,10 @@ def ep_fold(p: Problem, c: Candidate) -> str | None:
 
 def etp_ffn(p: Problem, c: Candidate) -> str | None:
     # Expert tensor parallelism splits each expert's FFN width.
-    etp, width = c.etp or 1, p.model.moe_intermediate_size
-    if not p.model.is_moe or width % etp == 0:
+    etp = c.etp or 1
+    if not uneven_expert_width(p.model, etp):
         return None
-    return f"expert FFN width {width} does not split over ETP {etp}"
+    return f"expert FFN width {p.model.moe_intermediate_size} does not split over ETP {etp}"
 
 
 def batch(p: Problem, c: Candidate) -> str | None:

@@ -3,6 +3,13 @@ in words) and the warnings for those that run at a cost."""
 
 from __future__ import annotations
 
+from explorer.divisibility import (
+    kv_heads_split,
+    uneven_expert_width,
+    uneven_experts,
+    uneven_ffn_widths,
+    uneven_heads,
+)
 from explorer.memory.serving import ServingLayout
 from explorer.serving.assumptions import ServingAssumptions
 from explorer.specs import ClusterSpec, ModelSpec
@@ -27,19 +34,17 @@ def serving_layouts(num_gpus: int) -> list[ServingLayout]:
 
 def _divides_heads(model: ModelSpec, layout: ServingLayout) -> str:
     # vLLM shards whole heads: it asserts num_attention_heads % tp == 0
-    heads = model.num_attention_heads
-    return (
-        f"TP {layout.tp} does not divide the {heads} attention heads" if heads % layout.tp else ""
-    )
+    if not uneven_heads(model, layout.tp):
+        return ""
+    return f"TP {layout.tp} does not divide the {model.num_attention_heads} attention heads"
 
 
 def _divides_kv_heads(model: ModelSpec, layout: ServingLayout) -> str:
     # vLLM needs kv_heads % tp == 0 (split) or tp % kv_heads == 0 (replicated): rejected, not
     # warned, because no engine runs an uneven split. MLA has one latent, so no rule.
-    kv, tp = model.kv_heads, layout.tp
-    if model.is_mla or kv % tp == 0 or tp % kv == 0:
+    if kv_heads_split(model, layout.tp) != "uneven":
         return ""
-    return f"TP {tp} neither divides nor is a multiple of the {kv} KV heads"
+    return f"TP {layout.tp} neither divides nor is a multiple of the {model.kv_heads} KV heads"
 
 
 def _ep_splits_experts(model: ModelSpec, layout: ServingLayout) -> str:
@@ -47,7 +52,9 @@ def _ep_splits_experts(model: ModelSpec, layout: ServingLayout) -> str:
     ep, experts = layout.ep, model.n_routed_experts
     if ep > 1 and not model.is_moe:
         return f"EP {ep} needs an MoE model; {model.name} is dense"
-    return f"EP {ep} does not divide the {experts} routed experts" if experts % ep else ""
+    return (
+        f"EP {ep} does not divide the {experts} routed experts" if uneven_experts(model, ep) else ""
+    )
 
 
 def _pp_fits_layers(model: ModelSpec, layout: ServingLayout) -> str:
@@ -56,9 +63,11 @@ def _pp_fits_layers(model: ModelSpec, layout: ServingLayout) -> str:
 
 
 def _tp_divides_ffn(model: ModelSpec, layout: ServingLayout) -> str:
-    # column-parallel MLP matrices are split evenly across TP ranks
-    width = model.moe_intermediate_size if model.is_moe else model.intermediate_size
-    return f"TP {layout.tp} does not divide the FFN width {width}" if width % layout.tp else ""
+    # column-parallel MLP matrices are split evenly across TP ranks, the experts' too
+    bad = uneven_ffn_widths(model, layout.tp)
+    if uneven_expert_width(model, layout.tp):
+        bad = (model.moe_intermediate_size, *bad)
+    return f"TP {layout.tp} does not divide the FFN width {bad[0]}" if bad else ""
 
 
 _RULES = (_divides_heads, _divides_kv_heads, _ep_splits_experts, _pp_fits_layers, _tp_divides_ffn)
