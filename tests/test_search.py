@@ -15,6 +15,9 @@ from explorer.calibration import dgx_a100, gpt
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, estimate
 from explorer.mesh import Candidate, Problem, SearchSpace, check, enumerate_layouts, to_layout
 from explorer.presets import load_cluster, load_gpu, load_model
+from explorer.report.assumptions import with_overrides
+from explorer.scenario import DEEPSEEK_V3
+from explorer.scenario.resolve import resolve_cluster, resolve_model
 from explorer.schedules import StageTimes, build_schedule, simulate
 from explorer.search import compare, explain, search
 from explorer.search.bounds import Bounds
@@ -348,6 +351,18 @@ def test_the_deepseek_v3_layout_is_ranked_when_the_search_is_held_to_it():
     )  # fmt: skip
     best = result.layouts.iloc[0]
     assert (best.tp, best.pp, best.dp, best.ep, best.zero) == (1, 16, 128, 64, 1)
+
+
+def test_with_the_deepseek_v3_reports_settings_the_published_layout_ranks_first():
+    # The app's DeepSeek-V3 example: the report's memory recipe, DeepEP-style FP8 dispatch on
+    # 20 of 132 SMs, experts at even load (explorer.scenario.DEEPSEEK_V3). Of every layout of
+    # 2,048 H800s, the search ranks the published one (sec. 3.2) first.
+    assumptions = with_overrides(DEFAULT_ESTIMATE_ASSUMPTIONS, DEEPSEEK_V3.assumption_overrides())
+    model, cluster = resolve_model(DEEPSEEK_V3.model), resolve_cluster(DEEPSEEK_V3.cluster)
+    result = search(model, cluster, DEEPSEEK_V3.training_spec(), assumptions=assumptions, ranked=2)
+    best = result.layouts.iloc[0]
+    layout = (best.tp, best.pp, best.dp, best.cp, best.ep, best.schedule, best.zero)
+    assert layout == (1, 16, 128, 1, 64, "dualpipe", 1)
 
 
 def test_explain_lists_limits_largest_first_and_one_knob_neighbours(llama70b_result):
