@@ -60,6 +60,17 @@ SLOW_FABRIC = ClusterSpec(
 )
 
 
+def deepseek_v3_problem(space: SearchSpace | None = None) -> Problem:
+    """DeepSeek-V3 on 2,048 H800s, 4K tokens, 15,360 sequences, FP8 (the report's run)."""
+    return Problem(
+        model=load_model("deepseek-v3"),
+        cluster=load_cluster("h800-deepseek", 256),
+        workload=TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed"),
+        num_gpus=2048,
+        space=space or SearchSpace(),
+    )
+
+
 @pytest.fixture(scope="module")
 def llama70b_result():
     """Llama 3.1 70B on 256 H100s: a mid-size search most tests read."""
@@ -193,13 +204,7 @@ def test_bounds_never_exceed_the_estimate_when_dualpipe_computes_on_fewer_sms():
     # DualPipe with EP computes on the SMs its all-to-alls leave: slower compute, wider
     # windows. Every tier must stay below the estimate for those layouts (and for the others,
     # which the widened windows also bound).
-    p = Problem(
-        model=load_model("deepseek-v3"),
-        cluster=load_cluster("h800-deepseek", 256),
-        workload=TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed"),
-        num_gpus=2048,
-        space=SearchSpace(micro_batch_sizes=(1,), zero_stages=(1,)),
-    )
+    p = deepseek_v3_problem(SearchSpace(micro_batch_sizes=(1,), zero_stages=(1,)))
     dualpipe = [c for c in enumerate_layouts(p).valid if c.schedule == "dualpipe" and c.ep > 1]
     assert len(dualpipe) > 40
     _check_bounds_on_sampled_layouts(p, SM_SHARE, dualpipe)
@@ -289,12 +294,7 @@ def test_a_pipeline_node_bounded_by_its_parent_gets_its_own_bound(
 def test_a_dualpipe_node_bound_counts_the_all_to_all_dualpipe_cannot_hide():
     # DeepSeek-V3 with EP 256 over 32 nodes: each all-to-all outlasts the compute DualPipe
     # overlaps it with, so tier 1 must carry the rest (whole-model figures, M / P of it).
-    p = Problem(
-        model=load_model("deepseek-v3"),
-        cluster=load_cluster("h800-deepseek", 256),
-        workload=TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed"),
-        num_gpus=2048,
-    )
+    p = deepseek_v3_problem()
     a = DEFAULT_ESTIMATE_ASSUMPTIONS
     bounds = Bounds(p, a, MemoryFloor(p, a))
     c = Candidate(tp=1, pp=8, cp=1, dp=256, ep=256, etp=1, mbs=2, recompute="full",
