@@ -134,6 +134,49 @@ def _blocks_bytes(
     return blocks
 
 
+@dataclass(frozen=True, slots=True)
+class ActivationLedger:
+    """One micro-batch's activation bytes on one GPU of a stage, by part, before they are
+    multiplied by the micro-batches in flight (``in_flight``)."""
+
+    blocks: float
+    """The stage's blocks (all its chunks) for one micro-batch."""
+    embedding: float
+    head: float
+    mtp: float
+    recompute_working: float
+
+    def in_flight(self, inflight: float, loss_inflight: float, copies: int) -> StageActivations:
+        """Activations with ``inflight`` micro-batches saved (``loss_inflight`` waiting for
+        their loss backward; DualPipe counts one of its ``copies`` chunks per stage)."""
+        return StageActivations(
+            blocks=inflight * self.blocks / copies,
+            embedding=inflight * self.embedding,
+            head=loss_inflight * self.head,
+            mtp=loss_inflight * self.mtp,
+            recompute_working=self.recompute_working,
+        )
+
+
+def activation_ledger(
+    model: ModelSpec, plan: StagePlan, x: ActivationShape, a: TrainingAssumptions, r: Recompute
+) -> ActivationLedger:
+    """One micro-batch's activation bytes of ``plan``'s stage, by part, with the working set."""
+    head = mtp = embedding = 0.0
+    if plan.has_head:
+        head = sum(t.bytes for t in head_tensors(model, x, a))
+        mtp = mtp_activation_bytes(model, x, a, r)
+    if plan.has_embedding:
+        embedding = embedding_activation_bytes(x, a, model.hidden_size)
+    return ActivationLedger(
+        blocks=_blocks_bytes(model, plan, x, a, r),
+        embedding=embedding,
+        head=head,
+        mtp=mtp,
+        recompute_working=recompute_working_bytes(model, plan, x, a, r),
+    )
+
+
 def stage_activations(
     model: ModelSpec,
     plan: StagePlan,
@@ -146,17 +189,5 @@ def stage_activations(
     """Activation bytes saved on one GPU of ``plan``'s stage, by part, with the working set."""
     # ledger: stage-equivalents in flight x blocks' bytes per micro-batch / chunk copies
     # (DualPipe counts one of its two chunks per stage-equivalent)
-    blocks = _blocks_bytes(model, plan, x, a, recompute)
-    head = mtp = embedding = 0.0
-    if plan.has_head:
-        head = sum(t.bytes for t in head_tensors(model, x, a))
-        mtp = mtp_activation_bytes(model, x, a, recompute)
-    if plan.has_embedding:
-        embedding = embedding_activation_bytes(x, a, model.hidden_size)
-    return StageActivations(
-        blocks=inflight * blocks / plan.copies,
-        embedding=inflight * embedding,
-        head=loss_inflight * head,
-        mtp=loss_inflight * mtp,
-        recompute_working=recompute_working_bytes(model, plan, x, a, recompute),
-    )
+    ledger = activation_ledger(model, plan, x, a, recompute)
+    return ledger.in_flight(inflight, loss_inflight, plan.copies)

@@ -31,7 +31,12 @@ from explorer.memory.checks import (
 from explorer.memory.frameworks import behaviour_in_words, framework_behaviour, storage_notes
 from explorer.memory.phases import Phase, PhaseMemory, StageParts, peak_of, stage_phases
 from explorer.memory.setting import TrainingSetting, fixed_overheads, nccl_parts
-from explorer.memory.stage_activations import StageActivations, stage_activations
+from explorer.memory.stage_activations import (
+    NO_ACTIVATIONS,
+    ActivationLedger,
+    StageActivations,
+    activation_ledger,
+)
 from explorer.memory.states import (
     HeldParams,
     ModelStates,
@@ -157,14 +162,17 @@ def stage_parts(
     s: TrainingSetting, plan: StagePlan, held: HeldParams, inflight: float
 ) -> StageParts:
     """What the phases of ``plan``'s stage are made of: states, activations, buffers."""
+    ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.layout.recompute)
+    return _in_flight(_contents_parts(s, plan, held), ledger, s, plan, inflight)
+
+
+def _contents_parts(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> StageParts:
+    """``stage_parts`` but the activations (what ``plan.contents`` fixes)."""
     states = stage_states(s, plan, held)
-    acts = stage_activations(
-        s.model, plan, s.shape, s.assumptions, s.layout.recompute, inflight, s.loss_inflight
-    )
     return StageParts(
         states=states,
         grads_held=s.grads_held,
-        activations=acts,
+        activations=NO_ACTIVATIONS,
         loss_inflight=s.loss_inflight if plan.has_head else 1.0,
         persistent=persistent_buffers(s),
         backward_start=backward_start_temporaries(s, plan),
@@ -174,10 +182,28 @@ def stage_parts(
     )
 
 
+def _in_flight(
+    parts: StageParts,
+    ledger: ActivationLedger,
+    s: TrainingSetting,
+    plan: StagePlan,
+    inflight: float,
+) -> StageParts:
+    """``parts`` with the activations of ``inflight`` micro-batches."""
+    acts = ledger.in_flight(inflight, s.loss_inflight, plan.copies)
+    return replace(parts, activations=acts)
+
+
 def stage_memory(s: TrainingSetting, plan: StagePlan, inflight: float) -> StageMemory:
     """Bytes on one GPU of ``plan``'s stage at its peak phase, by category and part."""
     held = stage_params(s.model, s.layout, plan)
-    phases = stage_phases(stage_parts(s, plan, held, inflight))
+    return _memory_of(s, plan, held, stage_parts(s, plan, held, inflight), inflight)
+
+
+def _memory_of(
+    s: TrainingSetting, plan: StagePlan, held: HeldParams, parts: StageParts, inflight: float
+) -> StageMemory:
+    phases = stage_phases(parts)
     peak = peak_of(phases)
     return StageMemory(
         plan.stage,
@@ -199,13 +225,20 @@ def _stage_memories(
     """``stage_memory`` of every stage, once per distinct stage (same ``StagePlan.contents``
     and micro-batches in flight): equal stages differ only in their index and blocks."""
     done: dict[tuple[object, ...], StageMemory] = {}
+    bases: dict[tuple[object, ...], tuple[HeldParams, StageParts, ActivationLedger]] = {}
     found = []
     for plan, count in zip(plans, inflight, strict=True):
         key = (plan.contents, count)
         if key in done:
             found.append(replace(done[key], stage=plan.stage, layers=plan.layers))
-        else:
-            found.append(done.setdefault(key, stage_memory(s, plan, count)))
+            continue
+        if plan.contents not in bases:  # what does not change with the micro-batches in flight
+            held = stage_params(s.model, s.layout, plan)
+            ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.layout.recompute)
+            bases[plan.contents] = (held, _contents_parts(s, plan, held), ledger)
+        held, parts, ledger = bases[plan.contents]
+        parts = _in_flight(parts, ledger, s, plan, count)
+        found.append(done.setdefault(key, _memory_of(s, plan, held, parts, count)))
     return tuple(found)
 
 
