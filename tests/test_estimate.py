@@ -213,6 +213,27 @@ def test_moe_layouts_report_expert_all_to_all() -> None:
     assert moe.exposed_comm_s["all-to-all"] > 0
 
 
+def test_a_tied_embedding_reduces_its_gradient_between_the_two_ends_once_a_step() -> None:
+    # Megatron-LM's _allreduce_word_embedding_grads: V / TP x h fp32 main gradients, first and
+    # last stage only; none where one rank holds both ends (DualPipe's rank 0) or when untied.
+    tied = replace(MODEL, tie_word_embeddings=True)
+
+    def reductions(model, layout):
+        found = estimate(model, CLUSTER, layout, WORKLOAD).stages
+        return [(s.stage, c.size_bytes, c.phase, c.axis) for s in found for c in s.collectives
+                if c.what == "tied embedding gradients"]  # fmt: skip
+
+    size = tied.vocab_size * tied.hidden_size / 4 * 4
+    assert reductions(tied, LAYOUT) == [(0, size, "step", "pp"), (3, size, "step", "pp")]
+    assert reductions(tied, replace(LAYOUT, schedule="dualpipe")) == []
+    assert reductions(MODEL, LAYOUT) == []
+    first = estimate(tied, CLUSTER, LAYOUT, WORKLOAD).stages[0]
+    (reduction,) = [c for c in first.collectives if c.what == "tied embedding gradients"]
+    assert reduction.exposed_s == reduction.time_s > 0  # nothing to hide behind
+    untied = estimate(MODEL, CLUSTER, LAYOUT, WORKLOAD).stages[0]
+    assert first.step_comm_s - untied.step_comm_s == pytest.approx(reduction.time_s, rel=REL)
+
+
 def test_dualpipe_estimate_runs_and_holds_two_parts_per_rank() -> None:
     layout = Layout(tp=4, pp=4, dp=8, schedule="dualpipe")
     dual = estimate(MODEL, CLUSTER, layout, WORKLOAD)

@@ -5,7 +5,9 @@ Sources per function; the overview is in ``explorer.comm.step``.
 
 from __future__ import annotations
 
-from explorer.comm.collectives import CollectiveKind, deduplicated_all_to_all_s
+from dataclasses import replace
+
+from explorer.comm.collectives import CollectiveKind, collective_s, deduplicated_all_to_all_s
 from explorer.comm.step import (
     BACKWARD,
     FORWARD,
@@ -13,6 +15,7 @@ from explorer.comm.step import (
     StageContext,
     Window,
     both_ways,
+    timed,
     tokens_per_rank,
 )
 from explorer.compute import PassTimes, StageWork
@@ -95,6 +98,29 @@ def etp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> li
         for kind in kinds
         for c in both_ways(ctx, "tp", kind, what, size, counts, passes, windows, share, group="etp")
     ]
+
+
+def tied_embedding_collectives(ctx: StageContext, first: bool, last: bool) -> list[Collective]:
+    """The all-reduce of the word-embedding gradient between the first and the last pipeline
+    stage, once per step, when the embedding and the LM head share one matrix.
+
+    Ledger: V / TP x h gradients at the policy's gradient width, over the pair of ranks that
+    hold the two ends; exposed (it runs after the last backward, before the optimizer step).
+    None where one rank holds both ends (PP 1, DualPipe's rank 0). Source: Megatron-LM
+    finalize_model_grads (_allreduce_word_embedding_grads).
+    """
+    model, layout = ctx.model, ctx.layout
+    if not model.tie_word_embeddings or first == last or layout.schedule == "dualpipe":
+        return []
+    size = model.vocab_size * model.hidden_size / layout.tp * ctx.policy.grad_bytes
+    pp = ctx.groups["pp"]
+    crosses = pp.crosses_domains  # the ends sit as far apart as the pipeline spans
+    pair = replace(
+        pp, size=2, ranks_per_domain=1 if crosses else 2, num_domains=2 if crosses else 1
+    )
+    one = collective_s("all-reduce", size, pair, ctx.assumptions.links)
+    what = "tied embedding gradients"
+    return [timed(ctx, "pp", "pp", "all-reduce", what, "step", size, 1, one_call_s=one)]
 
 
 def ep_bytes_per_element(ctx: StageContext) -> float:

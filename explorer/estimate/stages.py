@@ -20,6 +20,7 @@ from explorer.comm import (
     place_groups,
     stage_collectives,
 )
+from explorer.comm.model_parallel import tied_embedding_collectives
 from explorer.compute import (
     DEFAULT_COMPUTE_ASSUMPTIONS,
     ComputeAssumptions,
@@ -180,6 +181,8 @@ def stage_times(
         if work not in memo:  # stages of equal work (most of them) are timed once
             memo[work] = _time_work(work, model, cluster, layout, workload, assumptions, ctx)
         passes, collectives, optimizer = memo[work]
+        if first or last:  # the ends of a tied embedding reduce its gradient once a step
+            collectives += tuple(tied_embedding_collectives(ctx, first, last))
         out.append(
             StageTime(
                 stage=index,
