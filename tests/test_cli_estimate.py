@@ -58,6 +58,20 @@ def test_assumption_flags_change_the_estimate(capsys: pytest.CaptureFixture[str]
     assert classic > flash > no_headroom
 
 
+def test_assume_sets_any_named_assumption_and_echoes_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plain = run_json(LLAMA_70B, capsys)
+    hidden = run_json([*LLAMA_70B, "--assume", "comm.tp_overlap=1", "--assume",
+                       "memory.headroom_fraction=0"], capsys)  # fmt: skip
+    assert hidden["assumed"] == {"comm.tp_overlap": 1.0, "memory.headroom_fraction": 0.0}
+    assert plain["assumed"] == {}
+    assert hidden["exposed_comm_by_axis_s"]["tp"] < plain["exposed_comm_by_axis_s"]["tp"]
+    assert hidden["peak_bytes"] < plain["peak_bytes"]
+    assert main([*LLAMA_70B, "--assume", "pipeline_model=simulate"]) == 0
+    assert "assumed: pipeline_model=simulate" in capsys.readouterr().out
+
+
 def test_text_output_labels_gib(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(LLAMA_70B) == 0
     text = capsys.readouterr().out
@@ -71,6 +85,10 @@ def test_text_output_labels_gib(capsys: pytest.CaptureFixture[str]) -> None:
         (["--dp", "128"], "smaller than DP x micro-batch"),
         (["--pp", "3", "--schedule", "dualpipe"], "even number of stages"),
         (["--headroom", "150"], "--headroom must be a percentage"),
+        (["--assume", "comm.tp_overlapp=1"], "no assumption named 'comm.tp_overlapp'"),
+        (["--assume", "comm.tp_overlap=lots"], "comm.tp_overlap='lots'"),
+        (["--assume", "comm.tp_overlap=2"], "tp_overlap must be between 0 and 1"),
+        (["--assume", "memory.framework"], "an assumption is KEY=VALUE"),
     ],
 )
 def test_bad_input_exits_2_with_one_sentence(

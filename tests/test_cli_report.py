@@ -55,6 +55,11 @@ def test_the_json_report_loads_back_into_the_flags_scenario(capsys, tmp_path):
     assert scenario.training.seq_len == 4096 and scenario.training.global_batch_size == 64
 
 
+def test_assume_travels_into_the_reports_scenario(capsys, tmp_path):
+    _, data = run_report(capsys, tmp_path, "json", *LAYOUT, "--assume", "comm.tp_overlap=0.5")
+    assert load_report_json(data).assumption_overrides() == {"comm.tp_overlap": 0.5}
+
+
 def test_the_html_report_is_self_contained(capsys, tmp_path):
     result, data = run_report(capsys, tmp_path, "html", *LAYOUT)
     text = data.decode()

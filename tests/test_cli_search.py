@@ -79,6 +79,13 @@ def test_etp_values_open_expert_tensor_parallelism(capsys):
     assert {row["etp"] for row in out["layouts"]} == {2}
 
 
+def test_assume_changes_the_search_and_is_echoed(capsys):
+    plain = run_json(capsys, "--top", "1")
+    slow = run_json(capsys, "--top", "1", "--assume", "compute.max_efficiency=0.375")
+    assert slow["assumed"] == {"compute.max_efficiency": 0.375}
+    assert slow["layouts"][0]["step_time_s"] > 1.5 * plain["layouts"][0]["step_time_s"]
+
+
 def test_text_output_lists_the_ranked_layouts(capsys):
     assert main([*ARGS, *WORKLOAD, "--top", "3"]) == 0
     out = capsys.readouterr().out

@@ -162,3 +162,15 @@ def test_scaling_command_renders_text(capsys: pytest.CaptureFixture[str]) -> Non
 
     assert main(SCALING_ARGS) == 0
     assert "efficiency = tokens/s per GPU relative to 8 GPUs" in capsys.readouterr().out
+
+
+def test_scaling_command_takes_named_assumptions(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from explorer.cli import main
+
+    def first_throughput(*extra: str) -> float:
+        assert main([*SCALING_ARGS, "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["points"][0]["tokens_per_s"]
+
+    assert first_throughput("--assume", "compute.max_efficiency=0.375") < 0.7 * first_throughput()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TypeVar
 
 from explorer.specs import (
     PRECISIONS,
@@ -14,6 +15,8 @@ from explorer.specs import (
     ServingWorkload,
     TrainingWorkload,
 )
+
+T = TypeVar("T")
 
 
 def add_model(parser: argparse.ArgumentParser) -> None:
@@ -151,3 +154,30 @@ def serving_from(args: argparse.Namespace) -> ServingWorkload:
         weights_dtype=args.weights_dtype,
         kv_dtype=args.kv_dtype,
     )
+
+
+ASSUME_HELP = (
+    "set a named assumption, as the app and the report name it (repeatable), e.g. "
+    "comm.ep_domain_dedup=true, memory.moe_imbalance=1.0, compute.comm_sm_share=0.15, "
+    "pipeline_model=simulate; the report's assumptions table lists every key"
+)
+
+
+def add_assume(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--assume", action="append", default=[], metavar="KEY=VALUE", help=ASSUME_HELP
+    )
+
+
+def overrides_from(args: argparse.Namespace, base: object) -> dict[str, object]:
+    """The ``--assume`` pairs as overrides of ``base`` (ValueError: one sentence)."""
+    from explorer.report.assumptions import parse_override
+
+    return dict(parse_override(base, text) for text in args.assume)
+
+
+def assumed(args: argparse.Namespace, base: T) -> T:
+    """``base`` (estimate assumptions) with the ``--assume`` overrides applied."""
+    from explorer.report.assumptions import with_overrides
+
+    return with_overrides(base, overrides_from(args, base))

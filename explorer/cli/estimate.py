@@ -11,13 +11,16 @@ import dataclasses
 from typing import get_args
 
 from explorer.cli.args import (
+    add_assume,
     add_cluster,
     add_layout,
     add_model,
     add_workload,
+    assumed,
     cluster_from,
     layout_from,
     model_from,
+    overrides_from,
     workload_from,
 )
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
@@ -61,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TRAINING_ASSUMPTIONS.headroom_fraction * 100,
         help="percent of GPU memory kept free for the allocator (default 5)",
     )
+    add_assume(group)
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -105,7 +109,7 @@ def memory_json(result: TrainingMemory) -> dict[str, object]:
 def run(args: argparse.Namespace) -> dict:
     model, layout, workload = model_from(args), layout_from(args), workload_from(args)
     cluster = cluster_from(args, layout.world_size)
-    assumptions = EstimateAssumptions(memory=assumptions_from(args))
+    assumptions = assumed(args, EstimateAssumptions(memory=assumptions_from(args)))
     step = estimate(model, cluster, layout, workload, assumptions)
     result = step.memory  # training_memory, as estimate computes it
     timing = estimate_dict(step)
@@ -117,6 +121,7 @@ def run(args: argparse.Namespace) -> dict:
         "parallel_axes": list(parallel_axes_in_words(model, layout, workload)),
         **{k: v for k, v in timing.items() if k != "warnings"},
         "comm_warnings": [w for w in step.warnings if w not in result.warnings],
+        "assumed": overrides_from(args, assumptions),
     }
 
 
@@ -141,6 +146,8 @@ def render(result: dict) -> str:
     lines += [f"  note: {line}" for line in result["assumptions"]["notes"]]
     lines += [f"  warning: {w}" for w in result["warnings"]]
     lines += _step_lines(result)
+    if result.get("assumed"):
+        lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     return "\n".join(lines)
 
 

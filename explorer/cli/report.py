@@ -11,10 +11,20 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from explorer.cli import UserError
-from explorer.cli.args import add_cluster, add_layout, add_model, add_workload
+from explorer.cli.args import (
+    add_assume,
+    add_cluster,
+    add_layout,
+    add_model,
+    add_workload,
+    overrides_from,
+)
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.report import ReportFormatUnavailable, build_report, report_json, report_markdown
+from explorer.report.assumptions import with_overrides
 from explorer.report.content import file_name
 from explorer.report.ranking import TOP
 from explorer.scenario import (
@@ -29,6 +39,7 @@ from explorer.scenario import (
     resolve_model,
     to_dict,
 )
+from explorer.scenario.inputs import Overrides
 from explorer.search import SearchResult
 from explorer.specs import ScheduleName
 
@@ -53,8 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rank",
         action="store_true",
         help="with LAYOUT: also run the search and rank the layout against the best ones "
-        "(without LAYOUT the search always runs; minutes on thousands of GPUs)",
+        "(without LAYOUT the search always runs)",
     )
+    add_assume(parser)
 
 
 # ------------------------------------------------------------------------------ scenario
@@ -126,6 +138,10 @@ def base_scenario(args: argparse.Namespace) -> Scenario:
             precision=args.precision, seq_len=args.seq, global_batch_size=args.gbs
         ),
         cluster=cluster_inputs(args),
+        # the pydantic round trip below checks each value against AssumptionValue
+        assumptions=cast(
+            Overrides, tuple(overrides_from(args, DEFAULT_ESTIMATE_ASSUMPTIONS).items())
+        ),
     )
     if layout_given(args):
         scenario = replace(scenario, layout=layout_inputs(args))
@@ -141,7 +157,8 @@ def run_search(scenario: Scenario) -> SearchResult:
     from explorer.search import search
 
     model, cluster = resolve_model(scenario.model), resolve_cluster(scenario.cluster)
-    return search(model, cluster, scenario.training_spec(), ranked=TOP)
+    assumptions = with_overrides(DEFAULT_ESTIMATE_ASSUMPTIONS, scenario.assumption_overrides())
+    return search(model, cluster, scenario.training_spec(), assumptions=assumptions, ranked=TOP)
 
 
 def best_layout(result: SearchResult) -> LayoutInputs:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from explorer.cli.args import add_cluster, add_model, cluster_from, model_from
+from explorer.cli.args import add_assume, add_cluster, add_model, assumed, cluster_from, model_from
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.scaling import LayoutFamily, scaling_sweep
 from explorer.specs import PRECISIONS, RECOMPUTES, TrainingWorkload
 
@@ -38,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--recompute", choices=RECOMPUTES, nargs="+", default=list(RECOMPUTES), help="tried"
     )
+    add_assume(parser.add_argument_group("assumptions"))
 
 
 def counts_from(text: str) -> list[int]:
@@ -64,7 +66,8 @@ def run(args: argparse.Namespace) -> dict:
         recomputes=tuple(args.recompute), zero=args.zero, micro_batch_size=args.mbs
     )
     cluster = cluster_from(args, max(counts))
-    sweep = scaling_sweep(args.kind, model, cluster, counts, workload, family)
+    assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS)
+    sweep = scaling_sweep(args.kind, model, cluster, counts, workload, family, assumptions)
     return {
         "kind": sweep.kind,
         "model": sweep.model,

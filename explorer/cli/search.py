@@ -13,13 +13,17 @@ from typing import Any
 import pandas as pd
 
 from explorer.cli.args import (
+    add_assume,
     add_cluster,
     add_model,
     add_workload,
+    assumed,
     cluster_from,
     model_from,
+    overrides_from,
     workload_from,
 )
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.mesh import SearchSpace
 from explorer.search import search
 from explorer.search.rows import LAYOUT_COLUMNS
@@ -50,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--tp-across-nodes", action="store_true", help="allow TP beyond the scale-up domain"
     )
+    add_assume(parser.add_argument_group("assumptions"))
 
 
 def space_from(args: argparse.Namespace) -> SearchSpace:
@@ -87,9 +92,11 @@ def records(frame: pd.DataFrame) -> list[dict[str, object]]:
 def run(args: argparse.Namespace) -> dict:
     model, workload = model_from(args), workload_from(args)
     cluster = cluster_from(args, args.gpus)
+    assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS)
     result = search(
-        model, cluster, workload, num_gpus=args.gpus, space=space_from(args), ranked=args.top
-    )
+        model, cluster, workload, num_gpus=args.gpus, space=space_from(args), ranked=args.top,
+        assumptions=assumptions,
+    )  # fmt: skip
     by_kind = result.rejected.groupby("kind", observed=True)["num_layouts"].sum()
     return {
         "model": model.name,
@@ -101,6 +108,7 @@ def run(args: argparse.Namespace) -> dict:
         "layouts": records(result.layouts),
         "rejected": records(result.rejected),
         "rejected_by_kind": {str(k): int(v) for k, v in by_kind.items()},
+        "assumed": overrides_from(args, assumptions),
     }
 
 
@@ -125,4 +133,6 @@ def render(result: dict) -> str:
     lines.append("  rejected (layouts by rule):")
     for kind, count in sorted(result["rejected_by_kind"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {kind:<12} {count:>10,}")
+    if result.get("assumed"):
+        lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     return "\n".join(lines)

@@ -10,12 +10,15 @@ keys the scenario's overrides use.
 from __future__ import annotations
 
 import ast
+import difflib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import fields, is_dataclass, replace
 from functools import cache
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
 
 T = TypeVar("T")
 
@@ -89,3 +92,39 @@ def with_overrides(base: T, overrides: Mapping[str, Any], prefix: str = "") -> T
         elif name in overrides:
             changes[f.name] = overrides[name]
     return replace(base, **changes) if changes else base  # type: ignore[type-var]
+
+
+def _leaves(values: object, prefix: str = "") -> Iterator[tuple[str, type, str]]:
+    """(override key, owning class, field name) of every leaf field of a dataclass."""
+    for f in fields(values):  # type: ignore[arg-type]
+        value = getattr(values, f.name)
+        if is_dataclass(value) and not isinstance(value, type):
+            yield from _leaves(value, f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", type(values), f.name
+
+
+def parse_override(base: object, text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` as an override of ``base``'s (nested) field KEY, the value typed as the
+    field is (``true``/``false``, numbers, a choice's name, ``none`` where allowed).
+
+    Raises ValueError (one sentence) for a malformed pair, an unknown key or a bad value.
+    """
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key:
+        raise ValueError(f"an assumption is KEY=VALUE (e.g. comm.tp_overlap=0.5), got {text!r}")
+    owners = {name: (owner, field) for name, owner, field in _leaves(base)}
+    if key not in owners:
+        near = difflib.get_close_matches(key, owners, n=3)
+        hint = f" (close: {', '.join(near)})" if near else ""
+        raise ValueError(f"no assumption named {key!r}{hint}")
+    owner, field = owners[key]
+    adapter = TypeAdapter(get_type_hints(owner)[field])
+    try:
+        if raw.lower() in ("none", "null"):
+            return key, adapter.validate_python(None)
+        return key, adapter.validate_python(raw)
+    except ValidationError as error:
+        reason = error.errors()[0]["msg"]
+        raise ValueError(f"{key}={raw!r}: {reason[0].lower()}{reason[1:]}") from None
