@@ -71,6 +71,21 @@ def test_each_training_page_renders_its_numbers_charts_and_expected_error(page_n
     assert_expected_errors(at, kinds)
 
 
+def test_a_narrowed_search_space_ranks_only_its_choices_and_an_emptied_one_says_why():
+    at = run({"schedules": "1f1b", "zeros": "1,2"}, page="meshes")
+    assert_clean(at)
+    (ranked,) = [f.value for f in at.dataframe if "schedule" in f.value.columns]
+    pipelined = ranked[ranked["PP"] > 1]
+    assert not pipelined.empty and set(pipelined["schedule"]) == {"1f1b"}
+    assert set(ranked["ZeRO"]) <= {1, 2}
+    assert any("Search space (narrowed)" in e.label for e in at.expander)
+    at.session_state["in_schedules"] = []
+    at.run()
+    assert not at.exception
+    assert "Schedules must list at least one value." in texts(at.error)
+    assert at.session_state["in_zeros"] == [1, 2]  # the other choices are kept
+
+
 def test_the_validation_page_states_every_expected_error_and_the_published_runs():
     at = run(page="validation")
     assert_clean(at)

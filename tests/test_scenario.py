@@ -17,6 +17,7 @@ from explorer.scenario import (
     LayoutInputs,
     ModelRef,
     Scenario,
+    SearchInputs,
     ServingInputs,
     TrainingInputs,
     fitted_dp,
@@ -85,6 +86,15 @@ scenarios = st.builds(
         weights_dtype=st.sampled_from(["bf16", "fp8", "int8", "int4"]),
         kv_dtype=st.sampled_from(["bf16", "fp8"]),
     ),
+    search=st.builds(
+        SearchInputs,
+        schedules=st.lists(st.sampled_from(SCHEDULES), min_size=1, max_size=5).map(tuple),
+        zero_stages=st.lists(st.sampled_from([0, 1, 2, 3]), min_size=1, max_size=4).map(tuple),
+        recomputes=st.lists(st.sampled_from(RECOMPUTES), min_size=1, max_size=3).map(tuple),
+        micro_batch_sizes=st.lists(st.integers(1, 1024), min_size=1, max_size=8).map(tuple),
+        max_virtual=st.integers(1, 16),
+        tp_across_domain=st.booleans(),
+    ),
     assumptions=st.dictionaries(
         st.text(min_size=1, max_size=20),
         st.floats(-1e9, 1e9, **finite) | st.booleans() | st.text(max_size=12),
@@ -133,6 +143,11 @@ def test_a_link_writes_only_what_differs_from_the_defaults():
         ({"assume": '{"x": [1, 2]}'}, "assume"),
         ({"nodes": "-1"}, "nodes"),
         ({"size_b": "1e9"}, "size_b"),
+        ({"schedules": ""}, "schedules"),
+        ({"schedules": "1f1b,dualpip"}, "schedules"),
+        ({"zeros": "4"}, "zeros"),
+        ({"mbs_tried": "1,0"}, "mbs_tried"),
+        ({"max_virtual": "99"}, "max_virtual"),
     ],
 )
 def test_a_malformed_value_keeps_the_default_with_a_message_naming_the_key(params, key):
@@ -252,3 +267,11 @@ def test_the_generic_size_resolves_near_its_target():
 def test_an_upload_reference_without_a_file_says_so():
     with pytest.raises(ValueError, match=r"No config\.json"):
         resolve_model(ModelRef(source="upload"))
+
+
+def test_the_search_space_travels_as_comma_separated_choices():
+    narrowed = Scenario(search=SearchInputs(schedules=("1f1b", "interleaved"), zero_stages=(1,)))
+    assert to_query(narrowed) == {"schedules": "1f1b,interleaved", "zeros": "1"}
+    space = narrowed.search_space()
+    assert space.schedules == ("1f1b", "interleaved") and space.zero_stages == (1,)
+    assert Scenario().search_space().schedules == SCHEDULES

@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from explorer.scenario import DEEPSEEK_V3, LayoutInputs, ModelRef, Scenario, from_query, to_query
+from explorer.scenario import (
+    DEEPSEEK_V3,
+    LayoutInputs,
+    ModelRef,
+    Scenario,
+    SearchInputs,
+    from_query,
+    to_query,
+)
 from explorer.ui.assumptions import estimate_assumptions, knobs, overrides_from, serving_assumptions
 from explorer.ui.format import flop, gib, layout_label, sentence, tokens
 from explorer.ui.state import (
@@ -29,10 +37,20 @@ from explorer.units import MiB
         Scenario(model=ModelRef(source="generic", generic_params_b=30.0, preset="qwen3-32b")),
         Scenario(model=ModelRef(source="upload", config_json="{}", config_name="mine")),
         Scenario(workload="serving", assumptions=(("serving.hbm_efficiency", 0.7),)),
+        Scenario(search=SearchInputs(schedules=("1f1b",), micro_batch_sizes=(1, 8))),
     ],
 )
 def test_widget_state_reproduces_the_scenario(scenario):
     assert scenario_from_state(state_from_scenario(scenario)) == scenario
+
+
+def test_the_search_choices_are_lists_for_the_widgets_and_tuples_in_the_scenario():
+    state = state_from_scenario(Scenario())
+    assert isinstance(state[key("schedules")], list)
+    state[key("zeros")] = [1, 3]  # what a multiselect leaves in session state
+    scenario = scenario_from_state(state)
+    assert scenario.search.zero_stages == (1, 3)
+    assert hash(scenario) == hash(scenario_from_state(state))  # caches key on it
 
 
 def test_the_model_choice_says_which_source_is_used():

@@ -158,7 +158,10 @@ def run_search(scenario: Scenario) -> SearchResult:
 
     model, cluster = resolve_model(scenario.model), resolve_cluster(scenario.cluster)
     assumptions = with_overrides(DEFAULT_ESTIMATE_ASSUMPTIONS, scenario.assumption_overrides())
-    return search(model, cluster, scenario.training_spec(), assumptions=assumptions, ranked=TOP)
+    space = scenario.search_space()
+    return search(
+        model, cluster, scenario.training_spec(), space=space, assumptions=assumptions, ranked=TOP
+    )
 
 
 def best_layout(result: SearchResult) -> LayoutInputs:

@@ -22,6 +22,7 @@ from explorer.scenario.inputs import (
     LayoutInputs,
     ModelRef,
     Scenario,
+    SearchInputs,
     ServingInputs,
     TrainingInputs,
 )
@@ -32,6 +33,7 @@ _GROUPS: dict[str, type] = {
     "cluster": ClusterInputs,
     "layout": LayoutInputs,
     "serving": ServingInputs,
+    "search": SearchInputs,
 }
 QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "workload": ("", "workload"),
@@ -65,6 +67,12 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "concurrency": ("serving", "concurrency"),
     "weights": ("serving", "weights_dtype"),
     "kv": ("serving", "kv_dtype"),
+    "schedules": ("search", "schedules"),
+    "zeros": ("search", "zero_stages"),
+    "recomputes": ("search", "recomputes"),
+    "mbs_tried": ("search", "micro_batch_sizes"),
+    "max_virtual": ("search", "max_virtual"),
+    "tp_cross": ("search", "tp_across_domain"),
     "assume": ("", "assumptions"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
@@ -84,8 +92,10 @@ def _get(scenario: Scenario, group: str, name: str) -> Any:
 def _encode(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
-    if isinstance(value, tuple):  # assumption overrides: a JSON object
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple):  # overrides
         return json.dumps(dict(value), sort_keys=True, separators=(",", ":"))
+    if isinstance(value, tuple):  # the search's choices: comma-separated
+        return ",".join(str(v) for v in value)
     if isinstance(value, float):
         return repr(value)
     return str(value)
@@ -98,6 +108,9 @@ def _decode(group: str, name: str, raw: str) -> Any:
     if name.endswith("_GBps") and raw in ("", "none", "None"):
         return None
     adapter = _adapter(group, name)
+    if group == "search" and isinstance(getattr(SearchInputs(), name), tuple):
+        parts = [int(p) if p.strip().isdigit() else p.strip() for p in raw.split(",") if p]
+        return adapter.validate_python(tuple(parts))
     try:
         return adapter.validate_python(raw)
     except ValidationError:
@@ -165,6 +178,7 @@ def to_dict(scenario: Scenario) -> dict[str, Any]:
     """The scenario as plain JSON-able data (groups as objects, overrides as an object)."""
     data = asdict(scenario)
     data["assumptions"] = dict(scenario.assumptions)
+    data["search"] = {k: list(v) if isinstance(v, tuple) else v for k, v in data["search"].items()}
     return data
 
 

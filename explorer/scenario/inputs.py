@@ -12,7 +12,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from explorer.mesh import SearchSpace
 from explorer.specs import (
+    RECOMPUTES,
+    SCHEDULES,
     KvDType,
     Layout,
     Precision,
@@ -103,6 +106,23 @@ class LayoutInputs:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SearchInputs:
+    """What the mesh search may choose; field names are those of ``mesh.SearchSpace``."""
+
+    schedules: Annotated[tuple[ScheduleName, ...], Field(min_length=1)] = SCHEDULES
+    """Pipeline schedules it tries when PP > 1 (leave out what your framework lacks)."""
+    zero_stages: Annotated[tuple[ZeroStage, ...], Field(min_length=1)] = (0, 1, 2, 3)
+    recomputes: Annotated[tuple[Recompute, ...], Field(min_length=1)] = RECOMPUTES
+    micro_batch_sizes: Annotated[
+        tuple[Annotated[int, Field(ge=1, le=1024)], ...], Field(min_length=1, max_length=8)
+    ] = (1, 2, 4)
+    max_virtual: Annotated[int, Field(ge=1, le=16)] = 4
+    """Most virtual stages per rank for interleaved 1F1B."""
+    tp_across_domain: bool = False
+    """Let TP groups leave the scale-up domain."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServingInputs:
     """A serving load; field names are those of ``specs.ServingWorkload``."""
 
@@ -123,6 +143,7 @@ class Scenario:
     cluster: ClusterInputs = field(default_factory=ClusterInputs)
     layout: LayoutInputs = field(default_factory=LayoutInputs)
     serving: ServingInputs = field(default_factory=ServingInputs)
+    search: SearchInputs = field(default_factory=SearchInputs)
     assumptions: Overrides = ()
     """Overrides of the core's named assumptions, (name, value) sorted by name."""
 
@@ -143,6 +164,10 @@ class Scenario:
 
     def serving_spec(self) -> ServingWorkload:
         return ServingWorkload(**asdict(self.serving))
+
+    def search_space(self) -> SearchSpace:
+        """The search space; ValueError (one sentence) when a choice is left empty."""
+        return SearchSpace(**asdict(self.search))
 
     def assumption_overrides(self) -> dict[str, AssumptionValue]:
         return dict(self.assumptions)

@@ -39,6 +39,7 @@ from explorer.ui.charts.style import Figure
 if TYPE_CHECKING:
     from explorer.estimate import Estimate, StageTime
     from explorer.memory import TrainingMemory
+    from explorer.mesh import SearchSpace
     from explorer.report import Report
     from explorer.scaling import ScalingSweep
     from explorer.schedules import Timeline
@@ -356,13 +357,17 @@ def serving_charts(
 
 @st.cache_data(max_entries=16, show_spinner="Searching layouts…")
 def search(
-    model: ModelSpec, cluster: ClusterSpec, workload: TrainingWorkload, overrides: Overrides
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    space: SearchSpace,
 ) -> SearchResult:
-    """explorer.search.search over every GPU of the cluster (the current layout is not an
-    input: picking a row does not search again)."""
+    """explorer.search.search over every GPU of the cluster in ``space`` (the current layout
+    is not an input: picking a row does not search again)."""
     module = core("search")
     return module.search(
-        model, cluster, workload, assumptions=estimate_assumptions(dict(overrides))
+        model, cluster, workload, space=space, assumptions=estimate_assumptions(dict(overrides))
     )
 
 
@@ -380,7 +385,13 @@ def report(scenario: Scenario, with_search: bool = False) -> Report:
         return module.build_report(scenario, plan=plan)
     if not with_search:
         return module.build_report(scenario)
-    result = search(model_spec, cluster_spec, scenario.training_spec(), scenario.assumptions)
+    result = search(
+        model_spec,
+        cluster_spec,
+        scenario.training_spec(),
+        scenario.assumptions,
+        scenario.search_space(),
+    )
     return module.build_report(scenario, search=result)
 
 

@@ -43,7 +43,10 @@ def state_from_scenario(scenario: Scenario) -> dict[str, Any]:
         if query_key == "source":
             continue
         holder = getattr(scenario, group) if group else scenario
-        out[key(query_key)] = getattr(holder, name)
+        value = getattr(holder, name)
+        out[key(query_key)] = (
+            list(value) if group == "search" and isinstance(value, tuple) else value
+        )
     out[MODEL_CHOICE] = _choice(scenario.model)
     return out
 
@@ -54,7 +57,10 @@ def scenario_from_state(state: Mapping[str, Any]) -> Scenario:
     groups: dict[str, dict[str, Any]] = {"": {}}
     for query_key, (group, name) in QUERY_KEYS.items():
         if key(query_key) in state:
-            groups.setdefault(group, {})[name] = state[key(query_key)]
+            value = state[key(query_key)]
+            if isinstance(value, list):  # a multiselect's choices: a tuple, so it hashes
+                value = tuple(value)
+            groups.setdefault(group, {})[name] = value
     choice = state.get(MODEL_CHOICE, _choice(default.model))
     source = {GENERIC: "generic", UPLOAD: "upload"}.get(choice, "preset")
     model = groups.setdefault("model", {})

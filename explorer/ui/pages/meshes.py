@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
-from explorer.scenario import LayoutInputs, Scenario
+from explorer.scenario import LayoutInputs, Scenario, SearchInputs
+from explorer.specs import RECOMPUTES, SCHEDULES
 from explorer.ui import cached, inputs, sidebar
 from explorer.ui.charts.memory import stage_memory_figure
 from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
@@ -22,6 +23,8 @@ from explorer.ui.meshes_table import (
     layout_of,
 )
 from explorer.ui.pages import chart, expected_error, header, opened, run_page
+from explorer.ui.sidebar import SCHEDULE_LABELS
+from explorer.ui.state import key
 from explorer.units import GiB
 
 if TYPE_CHECKING:
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 TABLE_KEY = "meshes_table"
 MAX_REJECTED = 5000  # rows of the rejected list sent to the browser at once
 FILTERS = {"schedule": "Schedule", "zero": "ZeRO", "recompute": "Recompute", "tp": "TP"}
+MICRO_BATCH_SIZES = (1, 2, 4, 8, 16)  # offered to the search, with any other a link sets
 
 
 def _filters(frame: pd.DataFrame) -> pd.DataFrame:
@@ -201,10 +205,36 @@ def _compare(frame: pd.DataFrame, gpu_name: str) -> None:
     )
 
 
+def _space(scenario: Scenario) -> None:
+    """What the search may choose, for frameworks that lack a schedule or a ZeRO stage; the
+    choices live in the scenario (and the link) like every other input."""
+    changed = scenario.search != SearchInputs()
+    title = "Search space" + (" (narrowed)" if changed else ": every schedule, ZeRO stage, ...")
+    if not (box := opened(title, "meshes_space")):
+        return
+    left, right = box.columns(2)
+    left.multiselect(
+        "Schedules", SCHEDULES, key=key("schedules"), format_func=SCHEDULE_LABELS.__getitem__
+    )
+    right.multiselect("ZeRO stages", (0, 1, 2, 3), key=key("zeros"))
+    left.multiselect("Recompute", RECOMPUTES, key=key("recomputes"))
+    sizes = sorted({*MICRO_BATCH_SIZES, *scenario.search.micro_batch_sizes})
+    right.multiselect("Micro-batch sizes", sizes, key=key("mbs_tried"))
+    left.number_input("Most virtual stages", min_value=1, max_value=16, key=key("max_virtual"))
+    right.checkbox(
+        "TP across nodes",
+        key=key("tp_cross"),
+        help="Let TP groups leave the scale-up domain (rejected by default: its per-layer "
+        "collectives would run over the fabric).",
+    )
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.search_case(scenario)
     header("Meshes", scenario, case.model.name, case.cluster.gpu.name, "ranked by step time")
-    result = cached.search(case.model, case.cluster, case.workload, scenario.assumptions)
+    _space(scenario)
+    space = scenario.search_space()  # an emptied choice: one sentence (run_page)
+    result = cached.search(case.model, case.cluster, case.workload, scenario.assumptions, space)
     frame = display(result.layouts)
     cols = st.columns(4)
     cols[0].metric("Layouts considered", f"{result.evaluated:,}")
