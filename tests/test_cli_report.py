@@ -60,6 +60,13 @@ def test_assume_travels_into_the_reports_scenario(capsys, tmp_path):
     assert load_report_json(data).assumption_overrides() == {"comm.tp_overlap": 0.5}
 
 
+def test_search_flags_narrow_the_reports_search_and_travel_in_its_scenario(capsys, tmp_path):
+    _, data = run_report(capsys, tmp_path, "json", "--schedules", "1f1b", "--zero-stages", "1")
+    scenario = load_report_json(data)
+    assert scenario.search.schedules == ("1f1b",) and scenario.search.zero_stages == (1,)
+    assert scenario.layout.zero == 1 and scenario.layout.schedule == "1f1b"
+
+
 def test_the_html_report_is_self_contained(capsys, tmp_path):
     result, data = run_report(capsys, tmp_path, "html", *LAYOUT)
     text = data.decode()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from explorer.specs import (
     PRECISIONS,
@@ -181,3 +181,28 @@ def assumed(args: argparse.Namespace, base: T) -> T:
     from explorer.report.assumptions import with_overrides
 
     return with_overrides(base, overrides_from(args, base))
+
+
+def add_space(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """What the mesh search may choose (``explorer.mesh.SearchSpace``'s shared fields)."""
+    group.add_argument("--zero-stages", type=int, nargs="+", choices=(0, 1, 2, 3))
+    group.add_argument("--mbs-values", type=int, nargs="+", help="micro-batch sizes to try")
+    group.add_argument("--recomputes", nargs="+", choices=RECOMPUTES)
+    group.add_argument("--schedules", nargs="+", choices=SCHEDULES)
+    group.add_argument("--max-virtual", type=int, help="most interleaved virtual stages")
+    group.add_argument(
+        "--tp-across-nodes", action="store_true", help="allow TP beyond the scale-up domain"
+    )
+
+
+def space_choices(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``add_space`` flags given, as ``SearchSpace`` fields (tuples)."""
+    chosen = {
+        "zero_stages": args.zero_stages,
+        "micro_batch_sizes": args.mbs_values,
+        "recomputes": args.recomputes,
+        "schedules": args.schedules,
+        "max_virtual": args.max_virtual,
+    }
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in chosen.items() if v is not None}
+    return {**given, "tp_across_domain": args.tp_across_nodes}

@@ -19,8 +19,10 @@ from explorer.cli.args import (
     add_cluster,
     add_layout,
     add_model,
+    add_space,
     add_workload,
     overrides_from,
+    space_choices,
 )
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.report import ReportFormatUnavailable, build_report, report_json, report_markdown
@@ -32,6 +34,7 @@ from explorer.scenario import (
     LayoutInputs,
     ModelRef,
     Scenario,
+    SearchInputs,
     TrainingInputs,
     from_dict,
     model_ref_from_upload,
@@ -66,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with LAYOUT: also run the search and rank the layout against the best ones "
         "(without LAYOUT the search always runs)",
     )
+    add_space(parser.add_argument_group("search (without LAYOUT, or with --rank)"))
     add_assume(parser)
 
 
@@ -145,6 +149,7 @@ def base_scenario(args: argparse.Namespace) -> Scenario:
     )
     if layout_given(args):
         scenario = replace(scenario, layout=layout_inputs(args))
+    scenario = replace(scenario, search=SearchInputs(**space_choices(args)))
     return from_dict(to_dict(scenario))  # pydantic checks every field's bounds
 
 

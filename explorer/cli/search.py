@@ -16,18 +16,19 @@ from explorer.cli.args import (
     add_assume,
     add_cluster,
     add_model,
+    add_space,
     add_workload,
     assumed,
     cluster_from,
     model_from,
     overrides_from,
+    space_choices,
     workload_from,
 )
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.mesh import SearchSpace
 from explorer.search import search
 from explorer.search.rows import LAYOUT_COLUMNS
-from explorer.specs import RECOMPUTES, SCHEDULES
 from explorer.units import GiB
 
 NAME = "search"
@@ -41,18 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(mbs=None)  # --mbs fixes the micro-batch; by default the space's values
     group = parser.add_argument_group("search")
     group.add_argument("--top", type=int, default=10, help="layouts to rank (default 10)")
-    group.add_argument("--zero-stages", type=int, nargs="+", choices=(0, 1, 2, 3))
-    group.add_argument("--mbs-values", type=int, nargs="+", help="micro-batch sizes to try")
-    group.add_argument("--recomputes", nargs="+", choices=RECOMPUTES)
-    group.add_argument("--schedules", nargs="+", choices=SCHEDULES)
-    group.add_argument("--max-virtual", type=int, help="most interleaved virtual stages")
+    add_space(group)
     group.add_argument("--cp-values", type=int, nargs="+", help="context-parallel degrees")
     group.add_argument("--ep-values", type=int, nargs="+", help="expert-parallel degrees")
     group.add_argument(
         "--etp-values", type=int, nargs="+", help="expert-tensor-parallel degrees (default 1)"
-    )
-    group.add_argument(
-        "--tp-across-nodes", action="store_true", help="allow TP beyond the scale-up domain"
     )
     add_assume(parser.add_argument_group("assumptions"))
 
@@ -60,19 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def space_from(args: argparse.Namespace) -> SearchSpace:
     """The search space the flags ask for (defaults where a flag is absent)."""
     chosen: dict[str, Any] = {
-        "zero_stages": args.zero_stages,
-        "micro_batch_sizes": (args.mbs,) if args.mbs is not None else args.mbs_values,
-        "recomputes": args.recomputes,
-        "schedules": args.schedules,
-        "max_virtual": args.max_virtual,
+        **space_choices(args),
         "cp_values": args.cp_values,
         "ep_values": args.ep_values,
         "etp_values": args.etp_values,
     }
+    if args.mbs is not None:  # --mbs fixes the micro-batch
+        chosen["micro_batch_sizes"] = (args.mbs,)
     given: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v for k, v in chosen.items() if v is not None
     }
-    return SearchSpace(**given, tp_across_domain=args.tp_across_nodes)
+    return SearchSpace(**given)
 
 
 def _plain(value: object) -> object:
