@@ -51,6 +51,20 @@ def test_serve_json_has_the_contract_keys_for_every_layout(capsys):
     assert data["layouts"][0]["kv_bytes_per_token"] == 70_272  # MLA latent, bf16
 
 
+def test_assume_sets_a_named_serving_assumption(capsys):
+    args = ["--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", *SERVING]
+    plain = serve_json(capsys, *args)
+    slow = serve_json(capsys, *args, "--assume", "serving.hbm_efficiency=0.4")
+    assert slow["assumptions"]["hbm_efficiency"] == 0.4
+
+    def shape(r: dict) -> tuple:
+        return r["tp"], r["pp"], r["ep"], r["replicas"]
+
+    best = next(r for r in slow["layouts"] if r["fits"])
+    before = next(r for r in plain["layouts"] if shape(r) == shape(best))
+    assert best["itl_s"] > before["itl_s"]
+
+
 @pytest.mark.parametrize(
     ("dtype", "fits"),
     [
@@ -92,6 +106,11 @@ def test_serve_text_lists_layouts_and_answers(capsys):
         ),
         pytest.param(
             ["--gpus", "8", *SERVING, "--weights-dtype", "fp4"], "invalid choice", id="bad-dtype"
+        ),
+        pytest.param(
+            ["--gpus", "8", *SERVING, "--assume", "hbm_efficiency=0.5"],
+            "no assumption named 'hbm_efficiency' (close: serving.hbm_efficiency)",
+            id="assume-without-the-serving-prefix",
         ),
     ],
 )

@@ -169,18 +169,19 @@ def add_assume(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> Non
     )
 
 
-def overrides_from(args: argparse.Namespace, base: object) -> dict[str, object]:
-    """The ``--assume`` pairs as overrides of ``base`` (ValueError: one sentence)."""
+def overrides_from(args: argparse.Namespace, base: object, prefix: str = "") -> dict[str, object]:
+    """The ``--assume`` pairs as overrides of ``base``, keys named with ``prefix``
+    (ValueError: one sentence)."""
     from explorer.report.assumptions import parse_override
 
-    return dict(parse_override(base, text) for text in args.assume)
+    return dict(parse_override(base, text, prefix) for text in args.assume)
 
 
-def assumed(args: argparse.Namespace, base: T) -> T:
-    """``base`` (estimate assumptions) with the ``--assume`` overrides applied."""
+def assumed(args: argparse.Namespace, base: T, prefix: str = "") -> T:
+    """``base`` (estimate or serving assumptions) with the ``--assume`` overrides applied."""
     from explorer.report.assumptions import with_overrides
 
-    return with_overrides(base, overrides_from(args, base))
+    return with_overrides(base, overrides_from(args, base, prefix), prefix)
 
 
 def add_space(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

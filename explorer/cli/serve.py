@@ -9,11 +9,13 @@ from explorer.cli.args import (
     add_cluster,
     add_model,
     add_serving,
+    assumed,
     cluster_from,
     model_from,
     serving_from,
 )
 from explorer.memory.serving import MemoryAssumptions, ServingLayout
+from explorer.report.assumptions import SERVING_PREFIX
 from explorer.serving import (
     LEAVES_OUT,
     Roofline,
@@ -41,11 +43,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="accept TP groups larger than a node (warned) instead of rejecting them",
     )
+    group.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a named serving assumption as the app names it (repeatable), e.g. "
+        "serving.hbm_efficiency=0.7",
+    )
 
 
 def assumptions_from(args: argparse.Namespace) -> ServingAssumptions:
     memory = MemoryAssumptions(gpu_memory_utilization=args.gpu_memory_utilization)
-    return ServingAssumptions(memory=memory, allow_tp_across_nodes=args.allow_tp_across_nodes)
+    base = ServingAssumptions(memory=memory, allow_tp_across_nodes=args.allow_tp_across_nodes)
+    return assumed(args, base, SERVING_PREFIX)
 
 
 def _layout_json(layout: ServingLayout) -> dict[str, int]:

@@ -22,6 +22,9 @@ from pydantic import TypeAdapter, ValidationError
 
 T = TypeVar("T")
 
+SERVING_PREFIX = "serving."
+"""How the scenario (and the app, the report, the command line) names serving assumptions."""
+
 
 class AssumptionRow(NamedTuple):
     """One assumption: its override key, value, what it means and where it comes from."""
@@ -104,9 +107,10 @@ def _leaves(values: object, prefix: str = "") -> Iterator[tuple[str, type, str]]
             yield f"{prefix}{f.name}", type(values), f.name
 
 
-def parse_override(base: object, text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` as an override of ``base``'s (nested) field KEY, the value typed as the
-    field is (``true``/``false``, numbers, a choice's name, ``none`` where allowed).
+def parse_override(base: object, text: str, prefix: str = "") -> tuple[str, Any]:
+    """``KEY=VALUE`` as an override of ``base``'s (nested) field KEY (named with ``prefix``,
+    as the scenario names serving assumptions), the value typed as the field is
+    (``true``/``false``, numbers, a choice's name, ``none`` where allowed).
 
     Raises ValueError (one sentence) for a malformed pair, an unknown key or a bad value.
     """
@@ -114,7 +118,7 @@ def parse_override(base: object, text: str) -> tuple[str, Any]:
     key, raw = key.strip(), raw.strip()
     if not sep or not key:
         raise ValueError(f"an assumption is KEY=VALUE (e.g. comm.tp_overlap=0.5), got {text!r}")
-    owners = {name: (owner, field) for name, owner, field in _leaves(base)}
+    owners = {prefix + name: (owner, field) for name, owner, field in _leaves(base)}
     if key not in owners:
         near = difflib.get_close_matches(key, owners, n=3)
         hint = f" (close: {', '.join(near)})" if near else ""

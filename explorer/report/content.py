@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, estimate, estimate_dict
 from explorer.report import inputs, launch, ranking, serving, timing, training
-from explorer.report.assumptions import with_overrides
+from explorer.report.assumptions import SERVING_PREFIX, with_overrides
 from explorer.report.tables import Section
 from explorer.scenario import Scenario, resolve_cluster, resolve_model, world_size_error
 from explorer.search import SearchResult
@@ -23,7 +23,6 @@ from explorer.serving import ServingAssumptions, ServingPlan, plan_serving, serv
 
 FIGURES = ("memory", "schedule", "communication", "serving_memory", "serving_frontier")
 """Every figure a report may name; ``explorer.ui.charts.report`` draws them."""
-SERVING_PREFIX = "serving."
 """Overrides of the serving model's assumptions are keyed ``serving.<field>``."""
 
 
