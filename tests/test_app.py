@@ -72,9 +72,10 @@ def test_each_training_page_renders_its_numbers_charts_and_expected_error(page_n
 
 
 def test_a_narrowed_search_space_ranks_only_its_choices_and_an_emptied_one_says_why():
-    at = run({"schedules": "1f1b", "zeros": "1,2"}, page="meshes")
+    at = run({"schedules": "1f1b", "zeros": "1,2", "ranked": "7"}, page="meshes")
     assert_clean(at)
     (ranked,) = [f.value for f in at.dataframe if "schedule" in f.value.columns]
+    assert len(ranked) == 7
     pipelined = ranked[ranked["PP"] > 1]
     assert not pipelined.empty and set(pipelined["schedule"]) == {"1f1b"}
     assert set(ranked["ZeRO"]) <= {1, 2}

@@ -94,6 +94,7 @@ scenarios = st.builds(
         micro_batch_sizes=st.lists(st.integers(1, 1024), min_size=1, max_size=8).map(tuple),
         max_virtual=st.integers(1, 16),
         tp_across_domain=st.booleans(),
+        ranked=st.integers(1, 200),
     ),
     assumptions=st.dictionaries(
         st.text(min_size=1, max_size=20),

@@ -73,6 +73,7 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "mbs_tried": ("search", "micro_batch_sizes"),
     "max_virtual": ("search", "max_virtual"),
     "tp_cross": ("search", "tp_across_domain"),
+    "ranked": ("search", "ranked"),
     "assume": ("", "assumptions"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""

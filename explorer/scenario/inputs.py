@@ -120,6 +120,8 @@ class SearchInputs:
     """Most virtual stages per rank for interleaved 1F1B."""
     tp_across_domain: bool = False
     """Let TP groups leave the scale-up domain."""
+    ranked: Annotated[int, Field(ge=1, le=200)] = 20
+    """Layouts the Meshes page ranks (the search stops once they are certain)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +169,9 @@ class Scenario:
 
     def search_space(self) -> SearchSpace:
         """The search space; ValueError (one sentence) when a choice is left empty."""
-        return SearchSpace(**asdict(self.search))
+        choices = asdict(self.search)
+        del choices["ranked"]
+        return SearchSpace(**choices)
 
     def assumption_overrides(self) -> dict[str, AssumptionValue]:
         return dict(self.assumptions)

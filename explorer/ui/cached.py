@@ -362,12 +362,14 @@ def search(
     workload: TrainingWorkload,
     overrides: Overrides,
     space: SearchSpace,
+    ranked: int = 20,
 ) -> SearchResult:
-    """explorer.search.search over every GPU of the cluster in ``space`` (the current layout
-    is not an input: picking a row does not search again)."""
+    """explorer.search.search over every GPU of the cluster in ``space``, ``ranked`` layouts
+    (the current layout is not an input: picking a row does not search again)."""
     module = core("search")
+    assumptions = estimate_assumptions(dict(overrides))
     return module.search(
-        model, cluster, workload, space=space, assumptions=estimate_assumptions(dict(overrides))
+        model, cluster, workload, space=space, assumptions=assumptions, ranked=ranked
     )
 
 

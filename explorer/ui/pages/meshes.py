@@ -221,7 +221,14 @@ def _space(scenario: Scenario) -> None:
     sizes = sorted({*MICRO_BATCH_SIZES, *scenario.search.micro_batch_sizes})
     right.multiselect("Micro-batch sizes", sizes, key=key("mbs_tried"))
     left.number_input("Most virtual stages", min_value=1, max_value=16, key=key("max_virtual"))
-    right.checkbox(
+    right.number_input(
+        "Layouts to rank",
+        min_value=1,
+        max_value=200,
+        key=key("ranked"),
+        help="The search stops once these are certain; more rows take a little longer.",
+    )
+    left.checkbox(
         "TP across nodes",
         key=key("tp_cross"),
         help="Let TP groups leave the scale-up domain (rejected by default: its per-layer "
@@ -234,7 +241,9 @@ def render(scenario: Scenario) -> None:
     header("Meshes", scenario, case.model.name, case.cluster.gpu.name, "ranked by step time")
     _space(scenario)
     space = scenario.search_space()  # an emptied choice: one sentence (run_page)
-    result = cached.search(case.model, case.cluster, case.workload, scenario.assumptions, space)
+    result = cached.search(
+        case.model, case.cluster, case.workload, scenario.assumptions, space, scenario.search.ranked
+    )
     frame = display(result.layouts)
     cols = st.columns(4)
     cols[0].metric("Layouts considered", f"{result.evaluated:,}")
