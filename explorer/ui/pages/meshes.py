@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -208,8 +209,10 @@ def _compare(frame: pd.DataFrame, gpu_name: str) -> None:
 def _space(scenario: Scenario) -> None:
     """What the search may choose, for frameworks that lack a schedule or a ZeRO stage; the
     choices live in the scenario (and the link) like every other input."""
-    changed = scenario.search != SearchInputs()
-    title = "Search space" + (" (narrowed)" if changed else ": every schedule, ZeRO stage, ...")
+    default = SearchInputs()
+    narrowed = replace(scenario.search, ranked=default.ranked) != default
+    title = "Search space" + (" (narrowed)" if narrowed else ": every schedule, ZeRO stage, ...")
+    title += f", {scenario.search.ranked} ranked"
     if not (box := opened(title, "meshes_space")):
         return
     left, right = box.columns(2)
