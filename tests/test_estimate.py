@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from test_cli_estimate import LLAMA_70B
 
 from explorer.comm import CommAssumptions, LinkEfficiency
+from explorer.compute import ComputeAssumptions
 from explorer.estimate import (
     DEFAULT_ESTIMATE_ASSUMPTIONS,
     EstimateAssumptions,
@@ -232,6 +233,17 @@ def test_a_tied_embedding_reduces_its_gradient_between_the_two_ends_once_a_step(
     assert reduction.exposed_s == reduction.time_s > 0  # nothing to hide behind
     untied = estimate(MODEL, CLUSTER, LAYOUT, WORKLOAD).stages[0]
     assert first.step_comm_s - untied.step_comm_s == pytest.approx(reduction.time_s, rel=REL)
+
+
+def test_long_sequences_ask_for_the_attention_kernels_efficiency() -> None:
+    def warned(seq: int, assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS) -> bool:
+        workload = replace(WORKLOAD, seq_len=seq, global_batch_size=64)
+        found = estimate(MODEL, CLUSTER, Layout(tp=8, cp=8, dp=2), workload, assumptions)
+        return any("set compute.attention_efficiency" in w for w in found.warnings)
+
+    assert warned(65536) and not warned(4096)
+    fa3 = ComputeAssumptions(attention_efficiency=0.75)
+    assert not warned(65536, replace(DEFAULT_ESTIMATE_ASSUMPTIONS, compute=fa3))
 
 
 def test_dualpipe_estimate_runs_and_holds_two_parts_per_rank() -> None:

@@ -27,7 +27,7 @@ from explorer.estimate.stages import (
     stage_times,
     step_tails_s,
 )
-from explorer.estimate.warnings import comm_warnings
+from explorer.estimate.warnings import attention_efficiency_unset, comm_warnings
 from explorer.flops import hardware_flops_per_token, model_flops_per_token, utilisation
 from explorer.memory import TrainingMemory, training_memory
 from explorer.memory.training import microbatch_count
@@ -212,7 +212,13 @@ def estimate(
         peak_flops_per_s=peak_flops_per_s(cluster.gpu, _compute_format(workload)),
         exposed_comm_s=exposed_by_kind(attributed, m),
         exposed_comm_by_axis_s=exposed_by_axis(attributed, m),
-        warnings=memory.warnings + comm_warnings(groups, cluster, layout, memory.warnings),
+        warnings=(
+            *memory.warnings,
+            *comm_warnings(groups, cluster, layout, memory.warnings),
+            *filter(
+                None, [attention_efficiency_unset((s.compute for s in stages), assumptions.compute)]
+            ),
+        ),
         assumptions=assumptions,
     )
 

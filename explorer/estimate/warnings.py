@@ -1,11 +1,17 @@
-"""Communication warnings of a layout, one sentence each (memory warnings live in memory)."""
+"""Communication and compute warnings of a layout, one sentence each (memory warnings live in
+memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from explorer.comm import GroupPlacement
+from explorer.compute import ComputeAssumptions, PassTimes
 from explorer.specs import ClusterSpec, Layout
+
+ATTENTION_SHARE = 0.3
+"""Share of the forward compute above which the attention core's kernel efficiency matters
+enough to name it."""
 
 _CROSSING = {
     "tp": "tensor-parallel all-reduces of every layer use the inter-node fabric",
@@ -53,3 +59,24 @@ def comm_warnings(
             continue
         found.append(group_crosses(group))
     return tuple(w for w in found if w)
+
+
+def attention_efficiency_unset(
+    passes: Iterable[PassTimes], compute: ComputeAssumptions
+) -> str | None:
+    """A sentence when the attention core is a large share of the compute and its kernel
+    efficiency is left at the GEMMs' (``ComputeAssumptions.attention_efficiency``)."""
+    # Long sequences: FlashAttention-2 reaches ~35-40% of H100's peak, FlashAttention-3 ~75%
+    # (Shah et al. 2024, arXiv:2407.08608, sec. 4.1); the dense GEMM ceiling is 75%.
+    if compute.attention_efficiency is not None:
+        return None
+    found = list(passes)
+    forward = sum(p.forward_s for p in found)
+    share = sum(p.attention_forward_s for p in found) / forward if forward else 0.0
+    if share < ATTENTION_SHARE:
+        return None
+    return (
+        f"the attention core is {share:.0%} of the forward compute and runs at the GEMMs' "
+        "efficiency by default; set compute.attention_efficiency for your kernel "
+        "(FlashAttention-2 reaches ~35-40% of H100 peak, FlashAttention-3 ~75%)"
+    )
