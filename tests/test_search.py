@@ -398,6 +398,20 @@ def test_compare_gives_deltas_of_b_minus_a(llama70b_result):
     assert (same["delta"].dropna() == 0).all()
 
 
+@pytest.mark.parametrize("gpus", [3, 7, 12])
+@pytest.mark.parametrize("assumptions", [DEFAULT_ESTIMATE_ASSUMPTIONS, SM_SHARE],
+                         ids=["default", "sm-share"])  # fmt: skip
+def test_odd_pipeline_depths_are_searched_without_dualpipe(gpus, assumptions):
+    # DualPipe needs an even number of stages: a bound must not build it for PP 3 or 7.
+    workload = TrainingWorkload(seq_len=2048, global_batch_size=48)
+    for model_id in ("llama-3.1-8b", "mixtral-8x7b"):
+        result = search(load_model(model_id), load_cluster("hgx-h100", 2), workload,
+                        num_gpus=gpus, assumptions=assumptions, ranked=3)  # fmt: skip
+        odd = result.layouts[result.layouts["pp"] % 2 == 1]
+        assert "dualpipe" not in set(odd["schedule"])
+        assert len(result.layouts) + result.rejected["num_layouts"].sum() == result.evaluated
+
+
 def test_a_cluster_too_small_for_the_gpus_is_refused():
     with pytest.raises(ValueError, match="number of GPUs"):
         search(TINY, SLOW_FABRIC, TrainingWorkload(), num_gpus=64)

@@ -42,7 +42,7 @@ from explorer.memory.training import microbatch_count
 from explorer.mesh import LEAF, Candidate, Problem, to_layout, valid_pipelines
 from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
-from explorer.search.context import Contexts, exposed_s
+from explorer.search.context import Contexts, dualpipe_possible, exposed_s
 from explorer.search.floor import MemoryFloor
 from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
 from explorer.specs import RECOMPUTES, Layout, Recompute, ScheduleName, ZeroStage
@@ -263,7 +263,7 @@ class Bounds:
         wider windows only hide more), at its least over the micro-batch sizes. Every tier-1
         term is at least that; the bubble and the memory floors only add."""
         space, gbs = self.p.space, self.p.workload.global_batch_size
-        dualpipe = c.pp > 1 and "dualpipe" in space.schedules
+        dualpipe = dualpipe_possible(c.pp, space.schedules)
         fit = {z for flag in {False, dualpipe} for z in self.floor.states_fit(c, flag)}
         stages = [z for z in space.zero_stages if z in fit]
         widest = max(space.recomputes, key=RECOMPUTES.index)

@@ -35,6 +35,12 @@ GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
 """Process groups whose collectives a part runs (explorer.comm)."""
 
 
+def dualpipe_possible(pp: int, schedules: Iterable[str]) -> bool:
+    """Whether DualPipe may run on ``pp`` stages: it pairs stage r with P - 1 - r, so P is even
+    (explorer.partition; the micro-batch count's rule waits for the micro-batch)."""
+    return pp > 1 and pp % 2 == 0 and "dualpipe" in schedules
+
+
 class Whole(NamedTuple):
     """Seconds of one micro-batch through the whole model on one GPU, ZeRO aside."""
 
@@ -148,8 +154,8 @@ class Contexts:
         """The pass times collectives hide behind in every bound: the widest any schedule
         under ``c`` gives (exposure only falls as a window widens), while compute is always
         taken from ``_passes`` (the least)."""
-        sms = self.a.compute.comm_sm_share > 0 and "dualpipe" in self.p.space.schedules
-        return self._passes(c, sms and c.pp > 1 and (c.ep or 1) > 1)
+        sms = self.a.compute.comm_sm_share > 0 and (c.ep or 1) > 1
+        return self._passes(c, sms and dualpipe_possible(c.pp, self.p.space.schedules))
 
     def whole_of(self, c: Candidate, dualpipe: bool = False) -> Whole:
         """Whole-model compute and exposed TP, CP and EP seconds per micro-batch of a
