@@ -163,10 +163,10 @@ ASSUME_HELP = (
 )
 
 
-def add_assume(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    parser.add_argument(
-        "--assume", action="append", default=[], metavar="KEY=VALUE", help=ASSUME_HELP
-    )
+def add_assume(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str = ASSUME_HELP
+) -> None:
+    parser.add_argument("--assume", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
 def overrides_from(args: argparse.Namespace, base: object, prefix: str = "") -> dict[str, object]:

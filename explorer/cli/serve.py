@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 
 from explorer.cli.args import (
+    add_assume,
     add_cluster,
     add_model,
     add_serving,
@@ -43,12 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="accept TP groups larger than a node (warned) instead of rejecting them",
     )
-    group.add_argument(
-        "--assume",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a named serving assumption as the app names it (repeatable), e.g. "
+    add_assume(
+        group,
+        "set a named serving assumption as the app names it (repeatable), e.g. "
         "serving.hbm_efficiency=0.7",
     )
 

@@ -175,19 +175,3 @@ def activation_ledger(
         mtp=mtp,
         recompute_working=recompute_working_bytes(model, plan, x, a, r),
     )
-
-
-def stage_activations(
-    model: ModelSpec,
-    plan: StagePlan,
-    x: ActivationShape,
-    a: TrainingAssumptions,
-    recompute: Recompute,
-    inflight: float,
-    loss_inflight: float,
-) -> StageActivations:
-    """Activation bytes saved on one GPU of ``plan``'s stage, by part, with the working set."""
-    # ledger: stage-equivalents in flight x blocks' bytes per micro-batch / chunk copies
-    # (DualPipe counts one of its two chunks per stage-equivalent)
-    ledger = activation_ledger(model, plan, x, a, recompute)
-    return ledger.in_flight(inflight, loss_inflight, plan.copies)
