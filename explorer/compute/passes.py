@@ -90,6 +90,12 @@ def _peaks(ctx: ComputeContext) -> tuple[float, float]:
     return peak_flops_per_s(ctx.gpu, compute), peak_flops_per_s(ctx.gpu, attention)
 
 
+def all_to_alls_overlap(layout: Layout) -> bool:
+    """Whether EP all-to-alls run beside the compute (DualPipe with EP), holding some SMs
+    (``ComputeAssumptions.comm_sm_share``). Source: DeepSeek-V3 report sec. 3.2.2."""
+    return layout.schedule == "dualpipe" and layout.pp > 1 and layout.ep > 1
+
+
 def _forward(work: StageWork, ctx: ComputeContext) -> _Forward:
     layout, seq = ctx.layout, ctx.workload.seq_len
     linear_peak, attention_peak = _peaks(ctx)
@@ -97,8 +103,7 @@ def _forward(work: StageWork, ctx: ComputeContext) -> _Forward:
     expert = kernel_efficiency(expert_gemm_size(layout, ctx.model, seq), ctx.assumptions)
     attention_eff = ctx.assumptions.attention_efficiency or dense
     tokens = layout.micro_batch_size * seq / (layout.tp * layout.cp)  # per GPU, TP-split
-    overlapped = layout.schedule == "dualpipe" and layout.pp > 1 and layout.ep > 1
-    if overlapped:  # SMs held by the all-to-alls DualPipe overlaps (ComputeAssumptions)
+    if all_to_alls_overlap(layout):  # SMs held by the all-to-alls (ComputeAssumptions)
         linear_peak *= 1 - ctx.assumptions.comm_sm_share
         attention_peak *= 1 - ctx.assumptions.comm_sm_share
     traffic = stage_traffic(work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout)

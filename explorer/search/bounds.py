@@ -35,6 +35,7 @@ from explorer.comm import StageContext
 from explorer.comm.data_parallel import dp_collectives
 from explorer.comm.inventory import model_collectives
 from explorer.compute import PassTimes, StageWork, optimizer_step_s, pass_times
+from explorer.compute.passes import all_to_alls_overlap
 from explorer.estimate import EstimateAssumptions
 from explorer.estimate.pipeline import bottleneck_makespan_s
 from explorer.estimate.stages import parts
@@ -316,9 +317,9 @@ class Bounds:
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
             timed = {}
             # pass_times reads only these layout fields (explorer.compute)
-            overlapped = layout.schedule == "dualpipe" and layout.pp > 1 and layout.ep > 1
             fields = (layout.tp, layout.sp, layout.cp, layout.ep, layout.etp,
-                      layout.micro_batch_size, layout.recompute, overlapped)  # fmt: skip
+                      layout.micro_batch_size, layout.recompute,
+                      all_to_alls_overlap(layout))  # fmt: skip
             for work in set(works):
                 if (work, fields) not in self._passes:
                     self._passes[work, fields] = pass_times(work, compute)
