@@ -27,6 +27,7 @@ from explorer.published_runs import (
     scenario,
     summary,
 )
+from explorer.trust import expected_error, percent_text
 from validation import published as runner
 
 RUNS = load_published_runs().run
@@ -169,18 +170,18 @@ def test_forced_balance_and_deepep_describe_the_run_not_a_fit():
 
 HAND_MADE = pd.DataFrame(
     {
-        "id": ["a", "b", "c"],
-        "generation": ["Hopper", "Hopper", "Blackwell"],
-        "error": [0.1, -0.2, 0.3],
-        "fits": [True, False, True],
-        "exact": [True, True, False],
+        "id": ["c", "a", "b"],
+        "generation": ["Blackwell", "Hopper", "Hopper"],
+        "error": [0.3, 0.1, -0.2],
+        "fits": [True, True, False],
+        "exact": [False, True, True],
     }
 )
 
 
 def test_summary_statistics_come_from_the_rows():
     s = summary(HAND_MADE).set_index("group")
-    assert list(s.index) == ["Hopper", "Blackwell", "all"]
+    assert list(s.index) == ["Hopper", "Blackwell", "all"]  # generations oldest first
     assert s.loc["Hopper", "mean_abs_error"] == pytest.approx(0.15)
     assert (s.loc["Hopper", "worst_error"], s.loc["Hopper", "worst_id"]) == (-0.2, "b")
     assert s.loc["all", "mean_abs_error"] == pytest.approx(0.2)
@@ -214,3 +215,12 @@ def test_an_unknown_gpu_filter_is_one_sentence_and_exit_2(capsys):
     assert runner.main(["--gpu", "tpu-v5"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("--gpu must be one of") and "\n" not in err
+
+
+def test_the_step_time_sentence_states_the_mean_error_per_generation(table):
+    statement = expected_error("step_time")
+    assert f"against {len(table)} published runs" in statement
+    for generation, rows in table.groupby("generation"):
+        mean = percent_text(rows["error"].abs().mean())
+        assert f"{mean} ({len(rows)}) on {generation}" in statement, statement
+    assert f"{int((table['error'] > 0).sum())} too high" in statement

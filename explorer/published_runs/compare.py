@@ -15,7 +15,7 @@ import pandas as pd
 
 from explorer.estimate import Estimate, estimate
 from explorer.published_runs.scenario import scenario
-from explorer.published_runs.table import RUNS_PATH, PublishedRun, load_published_runs
+from explorer.published_runs.table import GENERATIONS, RUNS_PATH, PublishedRun, load_published_runs
 from explorer.units import TERA, GiB
 
 
@@ -94,7 +94,12 @@ def _summary_row(group: str, rows: pd.DataFrame) -> dict[str, Any]:
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU generation (in the table's order) and overall: mean and median |error|, the
-    worst run, how many estimates are too high and how many layouts do not fit."""
-    groups = [_summary_row(g, rows) for g, rows in table.groupby("generation", sort=False)]
+    """Per GPU generation (oldest first: Ampere, Hopper, Blackwell, ...) and overall: mean and
+    median |error|, the worst run, how many estimates are too high and how many layouts do not
+    fit (``table``: ``published_table()`` or any frame with its id, generation, error, fits and
+    exact columns)."""
+    seen = set(table["generation"])
+    known = [g for g in dict.fromkeys(GENERATIONS.values()) if g in seen]
+    present = known + sorted(seen - set(known))
+    groups = [_summary_row(g, table[table["generation"] == g]) for g in present]
     return pd.DataFrame([*groups, _summary_row("all", table)])

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
 from explorer.presets import load_cluster, load_model
 from explorer.published_runs.table import PER_TENSOR_FP8, ZERO_OF_SHARDING, PublishedRun
 from explorer.specs import ClusterSpec, Layout, ModelSpec, Precision, Recompute, TrainingWorkload
+
+PYTORCH_FRAMEWORKS: Final = ("torchtitan", "NeMo AutoModel")
+"""Frameworks whose memory behaviour is PyTorch's (FSDP2, eager autograd): explorer.memory's
+``framework="pytorch"``; the others run Megatron-Core."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +96,7 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
         base.memory,
-        framework="pytorch" if run.framework == "torchtitan" else "megatron",
+        framework="pytorch" if run.framework in PYTORCH_FRAMEWORKS else "megatron",
         moe_imbalance=1.0 if run.balanced_routing else base.memory.moe_imbalance,
         activation_recipe=run.activation_recipe,
     )
