@@ -1,0 +1,1 @@
+"""Measure this machine's GPUs (or CPU) and use the measurements as calibration."""
