@@ -244,7 +244,9 @@ def calibration_lines(result: dict) -> list[str]:
     if not calibration:
         return []
     lines = [f"  calibration from {calibration['file']} ({calibration['device_name']}):"]
-    lines += [f"    {f['key']} = {f['value']:.4g}: {f['measurement']}" for f in calibration["figures"]]
+    lines += [
+        f"    {f['key']} = {f['value']:.4g}: {f['measurement']}" for f in calibration["figures"]
+    ]
     return lines + [f"    note: {note}" for note in calibration["notes"]]
 
 

@@ -43,13 +43,19 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "device_name": calibration.device_name,
         "world_size": calibration.world_size,
         "elapsed_s": calibration.elapsed_s,
-        "points": {name: len(getattr(calibration, name))
-                   for name in ("gemm", "attention", "memory", "collective")},  # fmt: skip
-        "best_gemm_flops_per_s": {d: max(p.flops_per_s for p in calibration.gemm_points(d))
-                                  for d in dict.fromkeys(p.dtype for p in calibration.gemm)},  # fmt: skip
+        "points": {
+            name: len(getattr(calibration, name))
+            for name in ("gemm", "attention", "memory", "collective")
+        },
+        "best_gemm_flops_per_s": {
+            d: max(p.flops_per_s for p in calibration.gemm_points(d))
+            for d in dict.fromkeys(p.dtype for p in calibration.gemm)
+        },
         "best_memory_bytes_per_s": max((p.bytes_per_s for p in calibration.memory), default=None),
-        "best_busbw_bytes_per_s": {k: max(b for _, b in calibration.busbw_points(k))
-                                   for k in dict.fromkeys(p.kind for p in calibration.collective)},  # fmt: skip
+        "best_busbw_bytes_per_s": {
+            k: max(b for _, b in calibration.busbw_points(k))
+            for k in dict.fromkeys(p.kind for p in calibration.collective)
+        },
         "skipped": list(calibration.skipped),
     }
 

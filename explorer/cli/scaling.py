@@ -21,8 +21,8 @@ from explorer.cli.args import (
     cluster_from,
     model_from,
 )
-from explorer.precision import precision_policy
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+from explorer.precision import precision_policy
 from explorer.scaling import LayoutFamily, scaling_sweep
 from explorer.specs import PRECISIONS, RECOMPUTES, TrainingWorkload
 

@@ -31,9 +31,9 @@ from explorer.cli.args import (
 )
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.mesh import SearchSpace
+from explorer.precision import precision_policy
 from explorer.search import search
 from explorer.search.rows import LAYOUT_COLUMNS
-from explorer.precision import precision_policy
 from explorer.units import GiB
 
 NAME = "search"

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from explorer.probe.schema import CollectivePoint
+from explorer.probe.schema import CollectiveName, CollectivePoint
 from explorer.probe.sweep import Sweep, bus_factor
 
-KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+KINDS: tuple[CollectiveName, ...] = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 
 
 def _call(kind: str, size_bytes: int, world: int, device: Any) -> Callable[[], object]:
@@ -81,10 +81,16 @@ def measure_collectives(sweep: Sweep, device: Any, skipped: list[str]) -> list[C
                 size_bytes = float(max(world, size // 4 // world * world) * 4)
                 seconds = _slowest_median_s(call, sweep, device)
                 algbw = size_bytes / seconds
-                points.append(CollectivePoint(
-                    kind=kind, size_bytes=size_bytes, num_ranks=world, median_s=seconds,  # type: ignore[arg-type]
-                    algbw_bytes_per_s=algbw, busbw_bytes_per_s=algbw * bus_factor(kind, world),
-                ))  # fmt: skip
+                points.append(
+                    CollectivePoint(
+                        kind=kind,
+                        size_bytes=size_bytes,
+                        num_ranks=world,
+                        median_s=seconds,
+                        algbw_bytes_per_s=algbw,
+                        busbw_bytes_per_s=algbw * bus_factor(kind, world),
+                    )
+                )
         except (RuntimeError, NotImplementedError) as error:  # e.g. gloo without reduce-scatter
             points = [p for p in points if p.kind != kind]
             reason = " ".join(str(error).split())[:160]

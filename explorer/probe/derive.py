@@ -110,14 +110,17 @@ def _gemm_points(calibration: Calibration, compute: str) -> tuple[str, tuple[Gem
 
 def _clamped(key: str, value: float, notes: list[str]) -> float:
     if value > 1:
-        notes.append(f"{key}: measured {value:.3f} of the preset's peak, above 1; set to 1 "
-                     "(the preset's peak is lower than this device reaches)")  # fmt: skip
+        notes.append(
+            f"{key}: measured {value:.3f} of the preset's peak, above 1; set to 1 "
+            "(the preset's peak is lower than this device reaches)"
+        )
         return 1.0
     return value
 
 
-def gemm_figures(calibration: Calibration, cluster: ClusterSpec, compute: str,
-                 notes: list[str]) -> list[CalibratedFigure]:  # fmt: skip
+def gemm_figures(
+    calibration: Calibration, cluster: ClusterSpec, compute: str, notes: list[str]
+) -> list[CalibratedFigure]:
     """compute.max_efficiency and compute.half_efficiency_size from the GEMM points."""
     dtype, points = _gemm_points(calibration, compute)
     if not points:
@@ -130,17 +133,27 @@ def gemm_figures(calibration: Calibration, cluster: ClusterSpec, compute: str,
         e_max, half, rms = max(shares), None, 0.0
     else:
         e_max, half, rms = fit_saturating(sizes, shares)
-    source = (f"{len(points)} {dtype} GEMMs (x = m min(n, k) from {min(sizes):,.0f} to "
-              f"{max(sizes):,.0f}) reached {min(shares):.1%} to {max(shares):.1%} of the "
-              f"{peak / 1e12:,.1f} TFLOP/s dense {compute} peak")  # fmt: skip
-    figures = [CalibratedFigure(
-        key="compute.max_efficiency", value=_clamped("compute.max_efficiency", e_max, notes),
-        measurement=f"least-squares fit of e_max x / (x + x_half): {source}; rms residual "
-        f"{rms:.3f}",
-    )]  # fmt: skip
+    source = (
+        f"{len(points)} {dtype} GEMMs (x = m min(n, k) from {min(sizes):,.0f} to "
+        f"{max(sizes):,.0f}) reached {min(shares):.1%} to {max(shares):.1%} of the "
+        f"{peak / 1e12:,.1f} TFLOP/s dense {compute} peak"
+    )
+    figures = [
+        CalibratedFigure(
+            key="compute.max_efficiency",
+            value=_clamped("compute.max_efficiency", e_max, notes),
+            measurement=f"least-squares fit of e_max x / (x + x_half): {source}; rms residual "
+            f"{rms:.3f}",
+        )
+    ]
     if half is not None:
-        figures.append(CalibratedFigure(key="compute.half_efficiency_size", value=half,
-                                        measurement=f"the same fit's x_half: {source}"))  # fmt: skip
+        figures.append(
+            CalibratedFigure(
+                key="compute.half_efficiency_size",
+                value=half,
+                measurement=f"the same fit's x_half: {source}",
+            )
+        )
     return figures
 
 
@@ -161,11 +174,12 @@ def attention_figure(calibration: Calibration, cluster: ClusterSpec) -> Calibrat
     share = flops / seconds / peak
     dims = ", ".join(str(p.head_dim) for p in points)
     return CalibratedFigure(
-        key="compute.attention_efficiency", value=min(share, 1.0),
+        key="compute.attention_efficiency",
+        value=min(share, 1.0),
         measurement=f"causal scaled_dot_product_attention, sequence {longest:,}, head dims "
         f"{dims}, forward + backward: {flops / seconds / 1e12:,.1f} TFLOP/s (forward FLOPs x 3, "
         f"as the core counts) of the {peak / 1e12:,.1f} TFLOP/s {compute} peak",
-    )  # fmt: skip
+    )
 
 
 def hbm_figure(calibration: Calibration, cluster: ClusterSpec, key: str) -> CalibratedFigure | None:
@@ -173,16 +187,22 @@ def hbm_figure(calibration: Calibration, cluster: ClusterSpec, key: str) -> Cali
     if not calibration.memory:
         return None
     largest = max(p.size_bytes for p in calibration.memory)
-    best = max((p for p in calibration.memory if p.size_bytes == largest), key=lambda p: p.bytes_per_s)
+    best = max(
+        (p for p in calibration.memory if p.size_bytes == largest), key=lambda p: p.bytes_per_s
+    )
     share = best.bytes_per_s / cluster.gpu.hbm_bytes_per_s
     return CalibratedFigure(
-        key=key, value=min(share, 1.0),
-        measurement=f"{best.kernel} of {largest / 1e9:,.3f} GB moved: {best.bytes_per_s / 1e9:,.1f} "
-        f"GB/s of the preset's {cluster.gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s HBM",
-    )  # fmt: skip
+        key=key,
+        value=min(share, 1.0),
+        measurement=f"{best.kernel} of {largest / 1e9:,.3f} GB moved: "
+        f"{best.bytes_per_s / 1e9:,.1f} GB/s of the preset's "
+        f"{cluster.gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s HBM",
+    )
 
 
-def link_figure(calibration: Calibration, cluster: ClusterSpec, prefix: str) -> CalibratedFigure | None:
+def link_figure(
+    calibration: Calibration, cluster: ClusterSpec, prefix: str
+) -> CalibratedFigure | None:
     """``{prefix}links.scale_up`` (one node) or ``.scale_out`` (several) from the all-reduce
     bus bandwidth at the largest message (another collective when all-reduce is absent)."""
     for kind in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all"):
@@ -197,27 +217,33 @@ def link_figure(calibration: Calibration, cluster: ClusterSpec, prefix: str) -> 
     peak = cluster.fast_bytes_per_s if one_node else cluster.scale_out_bytes_per_s
     where = "the fast links" if one_node else "the fabric (per GPU)"
     return CalibratedFigure(
-        key=f"{prefix}links.{link}", value=min(busbw / peak, 1.0),
+        key=f"{prefix}links.{link}",
+        value=min(busbw / peak, 1.0),
         measurement=f"{kind} of {size / 2**20:,.0f} MiB on {calibration.world_size} ranks "
         f"({calibration.num_nodes} node(s)): busbw {busbw / 1e9:,.1f} GB/s of {where}' "
         f"{peak / 1e9:,.0f} GB/s",
-    )  # fmt: skip
+    )
 
 
-def training_figures(calibration: Calibration, cluster: ClusterSpec, compute: str) -> CalibratedFigures:
+def training_figures(
+    calibration: Calibration, cluster: ClusterSpec, compute: str
+) -> CalibratedFigures:
     """Overrides of the training estimate's assumptions (``compute.*``, ``comm.links.*``)
     that ``calibration`` measured, for GEMMs in the ``compute`` format (bf16, fp8, tf32)."""
     notes: list[str] = []
     figures = gemm_figures(calibration, cluster, compute, notes)
-    for figure in (attention_figure(calibration, cluster),
-                   hbm_figure(calibration, cluster, "compute.hbm_efficiency"),
-                   link_figure(calibration, cluster, "comm.")):  # fmt: skip
+    for figure in (
+        attention_figure(calibration, cluster),
+        hbm_figure(calibration, cluster, "compute.hbm_efficiency"),
+        link_figure(calibration, cluster, "comm."),
+    ):
         if figure is not None:
             figures.append(figure)
     if not calibration.collective:
         notes.append("comm.links: no collectives in the file (run the probe under torchrun)")
-    return CalibratedFigures(device_name=calibration.device_name, figures=tuple(figures),
-                             notes=tuple(notes))  # fmt: skip
+    return CalibratedFigures(
+        device_name=calibration.device_name, figures=tuple(figures), notes=tuple(notes)
+    )
 
 
 def serving_figures(calibration: Calibration, cluster: ClusterSpec) -> CalibratedFigures:
@@ -229,11 +255,19 @@ def serving_figures(calibration: Calibration, cluster: ClusterSpec) -> Calibrate
     gemm = gemm_figures(calibration, cluster, "bf16", notes)
     if gemm:
         ceiling = gemm[0]
-        figures.append(CalibratedFigure(key="serving.prefill_compute_efficiency",
-                                        value=ceiling.value, measurement=ceiling.measurement))  # fmt: skip
-    for figure in (hbm_figure(calibration, cluster, "serving.hbm_efficiency"),
-                   link_figure(calibration, cluster, "serving.")):  # fmt: skip
+        figures.append(
+            CalibratedFigure(
+                key="serving.prefill_compute_efficiency",
+                value=ceiling.value,
+                measurement=ceiling.measurement,
+            )
+        )
+    for figure in (
+        hbm_figure(calibration, cluster, "serving.hbm_efficiency"),
+        link_figure(calibration, cluster, "serving."),
+    ):
         if figure is not None:
             figures.append(figure)
-    return CalibratedFigures(device_name=calibration.device_name, figures=tuple(figures),
-                             notes=tuple(notes))  # fmt: skip
+    return CalibratedFigures(
+        device_name=calibration.device_name, figures=tuple(figures), notes=tuple(notes)
+    )

@@ -38,7 +38,9 @@ class Timer:
     def method(self) -> str:
         return "cuda-events" if self.device.type == "cuda" else "perf-counter-synchronize"
 
-    def median_s(self, fn: Callable[[], object], setup: Callable[[], object] | None = None) -> float:
+    def median_s(
+        self, fn: Callable[[], object], setup: Callable[[], object] | None = None
+    ) -> float:
         """Median time of ``fn`` (``setup`` runs untimed before each call)."""
         for _ in range(self.warmup):
             if setup:
@@ -99,8 +101,15 @@ def measure_gemms(sweep: Sweep, timer: Timer, skipped: list[str]) -> list[GemmPo
                     call = _gemm_call(dtype, m, width, width, timer.device)
                     seconds = timer.median_s(call)
                     flops_per_s = gemm_flops(m, width, width) / seconds
-                    points.append(GemmPoint(dtype=dtype, m=m, n=width, k=width,  # type: ignore[arg-type]
-                                            median_s=seconds, flops_per_s=flops_per_s))  # fmt: skip
+                    point = GemmPoint(
+                        dtype=dtype,  # type: ignore[arg-type]
+                        m=m,
+                        n=width,
+                        k=width,
+                        median_s=seconds,
+                        flops_per_s=flops_per_s,
+                    )
+                    points.append(point)
         except (RuntimeError, TypeError, AttributeError, NotImplementedError) as error:
             reason = " ".join(str(error).split())[:160]
             points = [p for p in points if p.dtype != dtype]
@@ -110,38 +119,71 @@ def measure_gemms(sweep: Sweep, timer: Timer, skipped: list[str]) -> list[GemmPo
     return points
 
 
-def measure_attention(sweep: Sweep, timer: Timer) -> list[AttentionPoint]:
-    """Causal scaled_dot_product_attention, forward and backward, at each (seq_len, head_dim)."""
+def _attention_point(sweep: Sweep, timer: Timer, seq_len: int, head_dim: int) -> AttentionPoint:
     import torch
     import torch.nn.functional as F
 
     kind = getattr(torch, TORCH_DTYPES[sweep.attention_dtype])
+    batch, heads = max(1, sweep.attention_tokens // seq_len), sweep.attention_heads
+    shape = (batch, heads, seq_len, head_dim)
+    q, k, v = (
+        torch.randn(shape, device=timer.device, dtype=kind, requires_grad=True) for _ in range(3)
+    )
+    grad = torch.randn(shape, device=timer.device, dtype=kind)
+    state: dict[str, Any] = {}
+
+    def forward() -> None:
+        state["out"] = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def backward() -> None:
+        state["out"].backward(grad)
+
+    forward_s = timer.median_s(forward)
+    backward_s = timer.median_s(backward, setup=forward)  # a fresh graph before each backward
+    fwd = attention_forward_flops(batch, heads, seq_len, head_dim, causal=True)
+    return AttentionPoint(
+        dtype=sweep.attention_dtype,  # type: ignore[arg-type]
+        batch=batch,
+        heads=heads,
+        seq_len=seq_len,
+        head_dim=head_dim,
+        causal=True,
+        forward_s=forward_s,
+        backward_s=backward_s,
+        forward_flops_per_s=fwd / forward_s,
+        backward_flops_per_s=attention_backward_flops(fwd) / backward_s,
+    )
+
+
+def measure_attention(sweep: Sweep, timer: Timer) -> list[AttentionPoint]:
+    """Causal scaled_dot_product_attention, forward and backward, at each (seq_len, head_dim)."""
+    return [
+        _attention_point(sweep, timer, seq_len, head_dim)
+        for seq_len in sweep.attention_seq_lens
+        for head_dim in sweep.attention_head_dims
+    ]
+
+
+def _stream_points(size_bytes: int, timer: Timer) -> list[BandwidthPoint]:
+    import torch
+
+    numel = size_bytes // 4
+    a, b, c = (torch.rand(numel, device=timer.device) for _ in range(3))
+    kernels = {
+        "copy": (lambda: b.copy_(a), 2 * numel * 4),
+        "triad": (lambda: torch.add(b, c, alpha=3.0, out=a), 3 * numel * 4),
+    }
     points = []
-    for seq_len in sweep.attention_seq_lens:
-        for head_dim in sweep.attention_head_dims:
-            batch = max(1, sweep.attention_tokens // seq_len)
-            shape = (batch, sweep.attention_heads, seq_len, head_dim)
-            q, k, v = (torch.randn(shape, device=timer.device, dtype=kind, requires_grad=True)
-                       for _ in range(3))  # fmt: skip
-            grad = torch.randn(shape, device=timer.device, dtype=kind)
-            state: dict[str, Any] = {}
-
-            def forward() -> None:
-                state["out"] = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-
-            def backward() -> None:
-                state["out"].backward(grad)
-
-            forward_s = timer.median_s(forward)
-            backward_s = timer.median_s(backward, setup=forward)
-            fwd = attention_forward_flops(batch, sweep.attention_heads, seq_len, head_dim, True)
-            points.append(AttentionPoint(
-                dtype=sweep.attention_dtype, batch=batch, heads=sweep.attention_heads,  # type: ignore[arg-type]
-                seq_len=seq_len, head_dim=head_dim, causal=True, forward_s=forward_s,
-                backward_s=backward_s, forward_flops_per_s=fwd / forward_s,
-                backward_flops_per_s=attention_backward_flops(fwd) / backward_s,
-            ))  # fmt: skip
-            q.grad = k.grad = v.grad = None
+    for name, (call, moved) in kernels.items():
+        seconds = timer.median_s(call)
+        points.append(
+            BandwidthPoint(
+                kernel=name,  # type: ignore[arg-type]
+                size_bytes=moved,
+                median_s=seconds,
+                bytes_per_s=moved / seconds,
+            )
+        )
     return points
 
 
@@ -151,19 +193,4 @@ def measure_bandwidth(sweep: Sweep, timer: Timer) -> list[BandwidthPoint]:
     Source for the kernels and their byte counts: McCalpin, STREAM benchmark (copy moves 2
     words per element, triad 3).
     """
-    import torch
-
-    points = []
-    for size in sweep.memory_bytes:
-        numel = size // 4
-        a, b, c = (torch.rand(numel, device=timer.device) for _ in range(3))
-        kernels = {
-            "copy": (lambda: b.copy_(a), 2 * numel * 4),
-            "triad": (lambda: torch.add(b, c, alpha=3.0, out=a), 3 * numel * 4),
-        }
-        for name, (call, moved) in kernels.items():
-            seconds = timer.median_s(call)
-            points.append(BandwidthPoint(kernel=name, size_bytes=moved, median_s=seconds,  # type: ignore[arg-type]
-                                         bytes_per_s=moved / seconds))  # fmt: skip
-        del a, b, c
-    return points
+    return [point for size in sweep.memory_bytes for point in _stream_points(size, timer)]

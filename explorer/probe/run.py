@@ -84,12 +84,25 @@ def probe(quick: bool = False) -> Calibration:
     else:
         collective = []
         skipped.append("collectives: run alone; run under torchrun with 2 or more ranks")
-    return Calibration.model_validate({
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": kind, "device_name": name,
-        "torch_version": torch.__version__, "cuda_version": torch.version.cuda or "",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"), "quick": quick,
-        "world_size": world, "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
-        "backend": backend, "elapsed_s": time.perf_counter() - began, "skipped": skipped,
-        "timing": Timing(method=timer.method, warmup=sweep.warmup, repeats=sweep.repeats),  # type: ignore[arg-type]
-        "gemm": gemm, "attention": attention, "memory": memory, "collective": collective,
-    })  # fmt: skip
+    return Calibration.model_validate(
+        {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "kind": kind,
+            "device_name": name,
+            "torch_version": torch.__version__,
+            "cuda_version": torch.version.cuda or "",
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "quick": quick,
+            "world_size": world,
+            "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+            "backend": backend,
+            "elapsed_s": time.perf_counter() - began,
+            "skipped": skipped,
+            "timing": Timing(method=timer.method, warmup=sweep.warmup, repeats=sweep.repeats),  # type: ignore[arg-type]
+            "gemm": gemm,
+            "attention": attention,
+            "memory": memory,
+            "collective": collective,
+        }
+    )

@@ -156,12 +156,16 @@ class Calibration(_Strict):
 
     def busbw_points(self, kind: str) -> tuple[tuple[float, float], ...]:
         """(size_bytes, busbw_bytes_per_s) of collective ``kind``, smallest message first."""
-        points = sorted((p.size_bytes, p.busbw_bytes_per_s) for p in self.collective if p.kind == kind)
+        points = sorted(
+            (p.size_bytes, p.busbw_bytes_per_s) for p in self.collective if p.kind == kind
+        )
         return tuple(points)
 
     def bandwidth_points(self, kernel: str) -> tuple[tuple[float, float], ...]:
         """(size_bytes, bytes_per_s) of memory kernel ``kernel``, smallest first."""
-        return tuple(sorted((p.size_bytes, p.bytes_per_s) for p in self.memory if p.kernel == kernel))
+        return tuple(
+            sorted((p.size_bytes, p.bytes_per_s) for p in self.memory if p.kernel == kernel)
+        )
 
 
 class CalibrationError(ValueError):
@@ -206,7 +210,9 @@ def load_calibration(path: str | Path) -> Calibration:
             )
         data = file.read_bytes()
     except OSError as error:
-        raise CalibrationError(f"cannot read the calibration file {file} ({error.strerror})") from None
+        raise CalibrationError(
+            f"cannot read the calibration file {file} ({error.strerror})"
+        ) from None
     return parse_calibration(data, str(file))
 
 

@@ -93,7 +93,9 @@ def gemm_flops(m: int, n: int, k: int) -> float:
     return 2.0 * m * n * k
 
 
-def attention_forward_flops(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool) -> float:
+def attention_forward_flops(
+    batch: int, heads: int, seq_len: int, head_dim: int, causal: bool
+) -> float:
     """FLOPs of an attention forward: QK^T and PV, 2 x 2 b h s^2 d, halved when causal.
 
     Source: FlashAttention-2 (Dao 2023, arXiv:2307.08691) sec. 4.1, the benchmark's count.

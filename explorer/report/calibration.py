@@ -32,4 +32,6 @@ def calibration_section(scenario: Scenario) -> tuple[Section, ...]:
         "These figures come from python -m explorer probe run on the user's own hardware, not "
         "from the presets' defaults; every other assumption keeps its default or override."
     )
-    return (Section("calibration", "Measured on your cluster", paragraphs=(text,), tables=(table,)),)
+    return (
+        Section("calibration", "Measured on your cluster", paragraphs=(text,), tables=(table,)),
+    )
