@@ -439,3 +439,43 @@ def test_bandwidth_points_round_trip_through_the_file(tmp_path):
     assert parse_calibration(to_toml(with_memory).encode()).bandwidth_points("copy") == (
         (2.0**31, 2.0**31 / 1e-3),
     )
+
+
+# ------------------------------------------------------------------------------- the app
+
+
+def _app():
+    from streamlit.testing.v1 import AppTest
+
+    app = Path(__file__).resolve().parents[1] / "app.py"
+    at = AppTest.from_file(str(app), default_timeout=60)
+    at.run()
+    return at
+
+
+def _uploader(at):
+    return next(u for u in at.get("file_uploader") if u.label == "Probe file (TOML)")
+
+
+def test_the_app_takes_a_calibration_upload_into_the_scenario_and_the_url(tmp_path):
+    data = h100_file(tmp_path / "h.toml", gemm_share=0.5).read_bytes()
+    at = _app()
+    _uploader(at).set_value(("h100.toml", data, "application/toml")).run()
+    assert not at.exception and not at.error
+    overrides = dict(at.session_state["in_assume"])
+    assert overrides["compute.max_efficiency"] == pytest.approx(0.375, rel=FIT_TOLERANCE)
+    assert "compute.max_efficiency" in dict(at.session_state["in_calib"])
+    assert any("Set from the calibration file" in m.value for m in at.markdown)
+    assert "calib" in at.query_params and "compute.max_efficiency" in at.query_params["assume"]
+    at.button(key="calibration_remove").click().run()
+    assert "compute.max_efficiency" not in dict(at.session_state["in_assume"])
+
+
+def test_the_app_says_one_sentence_for_a_foreign_file():
+    at = _app()
+    _uploader(at).set_value(("pyproject.toml", Path("pyproject.toml").read_bytes(), "text/plain"))
+    at.run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "not a probe file" in errors[0]
+    assert "in_calib" not in at.session_state or not at.session_state["in_calib"]
