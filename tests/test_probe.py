@@ -18,6 +18,7 @@ from explorer.compute.kernels import kernel_efficiency
 from explorer.probe.derive import device_matches, fit_saturating
 from explorer.probe.schema import (
     SCHEMA,
+    AttentionPoint,
     BandwidthPoint,
     Calibration,
     CollectivePoint,
@@ -217,6 +218,35 @@ def test_a_faster_link_makes_exposed_communication_shorter(tmp_path, capsys):
     tp_slow, tp_fast = (r["exposed_comm_by_axis_s"]["tp"] for r in (slow, fast))
     # at most the bandwidth ratio (latency terms stay), and mostly bandwidth-bound at 70B
     assert tp_slow * 0.4 / 0.9 <= tp_fast < 0.5 * tp_slow
+
+
+def test_a_busbw_above_the_link_peak_is_capped_at_one_and_said(tmp_path, capsys):
+    path = h100_file(tmp_path / "nvls.toml", busbw_bytes_per_s=480e9)  # NVLS beats 450 GB/s
+    result = run_json(["estimate", *LLAMA_70B, *LAYOUT, "--calibration", str(path)], capsys)
+    figures = {f["key"]: f["value"] for f in result["calibration"]["figures"]}
+    assert figures["comm.links.scale_up"] == 1.0
+    assert any("1.067" in note for note in result["calibration"]["notes"])  # 480 / 450
+
+
+def test_attention_efficiency_counts_the_backward_as_the_core_does(tmp_path, capsys):
+    # b 4, 16 heads, s 4096, d 128, causal: forward 4 b h s^2 d / 2 = 274.9 GFLOP; the core
+    # counts forward + 2 x forward = 824.6 GFLOP; at half the 989.4 TFLOP/s peak: 1.667 ms
+    forward_flops = 4 * 4 * 16 * 4096**2 * 128 / 2
+    total_s = 3 * forward_flops / (0.5 * H100_BF16_FLOPS_PER_S)
+    forward_s, backward_s = total_s / 3.5, total_s * 2.5 / 3.5
+    point = AttentionPoint(
+        dtype="bf16", batch=4, heads=16, seq_len=4096, head_dim=128, causal=True,
+        forward_s=forward_s, backward_s=backward_s,
+        forward_flops_per_s=forward_flops / forward_s,
+        backward_flops_per_s=2.5 * forward_flops / backward_s,
+    )  # fmt: skip
+    calibration = load_calibration(h100_file(tmp_path / "h.toml"))
+    path = tmp_path / "attention.toml"
+    path.write_text(to_toml(calibration.model_copy(update={"attention": (point,)})))
+    result = run_json(["estimate", *LLAMA_70B, *LAYOUT, "--calibration", str(path)], capsys)
+    figures = {f["key"]: f["value"] for f in result["calibration"]["figures"]}
+    assert figures["compute.attention_efficiency"] == pytest.approx(0.5)
+    assert total_s == pytest.approx(1.667e-3, rel=1e-3)
 
 
 def test_assume_wins_over_the_calibration_file(tmp_path, capsys):
@@ -479,3 +509,15 @@ def test_the_app_says_one_sentence_for_a_foreign_file():
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "not a probe file" in errors[0]
     assert "in_calib" not in at.session_state or not at.session_state["in_calib"]
+
+
+def test_calibration_notes_survive_the_link_and_the_json_report():
+    from explorer.scenario import Scenario, from_json, from_query, to_json, to_query
+
+    scenario = Scenario(
+        assumptions=(("compute.max_efficiency", 0.41),),
+        calibration=(("compute.max_efficiency", "fit of 24 bf16 GEMMs"),),
+    )
+    restored, messages = from_query(to_query(scenario))
+    assert restored == scenario and not messages
+    assert from_json(to_json(scenario)) == scenario

@@ -160,7 +160,9 @@ def gemm_figures(
 # ------------------------------------------------------------------ attention, HBM, links
 
 
-def attention_figure(calibration: Calibration, cluster: ClusterSpec) -> CalibratedFigure | None:
+def attention_figure(
+    calibration: Calibration, cluster: ClusterSpec, notes: list[str]
+) -> CalibratedFigure | None:
     """compute.attention_efficiency from the longest measured sequence, forward + backward."""
     if not calibration.attention:
         return None
@@ -175,14 +177,16 @@ def attention_figure(calibration: Calibration, cluster: ClusterSpec) -> Calibrat
     dims = ", ".join(str(p.head_dim) for p in points)
     return CalibratedFigure(
         key="compute.attention_efficiency",
-        value=min(share, 1.0),
+        value=_clamped("compute.attention_efficiency", share, notes),
         measurement=f"causal scaled_dot_product_attention, sequence {longest:,}, head dims "
         f"{dims}, forward + backward: {flops / seconds / 1e12:,.1f} TFLOP/s (forward FLOPs x 3, "
         f"as the core counts) of the {peak / 1e12:,.1f} TFLOP/s {compute} peak",
     )
 
 
-def hbm_figure(calibration: Calibration, cluster: ClusterSpec, key: str) -> CalibratedFigure | None:
+def hbm_figure(
+    calibration: Calibration, cluster: ClusterSpec, key: str, notes: list[str]
+) -> CalibratedFigure | None:
     """``key`` (an hbm_efficiency) from the best copy / triad at the largest buffer."""
     if not calibration.memory:
         return None
@@ -193,7 +197,7 @@ def hbm_figure(calibration: Calibration, cluster: ClusterSpec, key: str) -> Cali
     share = best.bytes_per_s / cluster.gpu.hbm_bytes_per_s
     return CalibratedFigure(
         key=key,
-        value=min(share, 1.0),
+        value=_clamped(key, share, notes),
         measurement=f"{best.kernel} of {largest / 1e9:,.3f} GB moved: "
         f"{best.bytes_per_s / 1e9:,.1f} GB/s of the preset's "
         f"{cluster.gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s HBM",
@@ -201,7 +205,7 @@ def hbm_figure(calibration: Calibration, cluster: ClusterSpec, key: str) -> Cali
 
 
 def link_figure(
-    calibration: Calibration, cluster: ClusterSpec, prefix: str
+    calibration: Calibration, cluster: ClusterSpec, prefix: str, notes: list[str]
 ) -> CalibratedFigure | None:
     """``{prefix}links.scale_up`` (one node) or ``.scale_out`` (several) from the all-reduce
     bus bandwidth at the largest message (another collective when all-reduce is absent)."""
@@ -218,7 +222,7 @@ def link_figure(
     where = "the fast links" if one_node else "the fabric (per GPU)"
     return CalibratedFigure(
         key=f"{prefix}links.{link}",
-        value=min(busbw / peak, 1.0),
+        value=_clamped(f"{prefix}links.{link}", busbw / peak, notes),
         measurement=f"{kind} of {size / 2**20:,.0f} MiB on {calibration.world_size} ranks "
         f"({calibration.num_nodes} node(s)): busbw {busbw / 1e9:,.1f} GB/s of {where}' "
         f"{peak / 1e9:,.0f} GB/s",
@@ -233,9 +237,9 @@ def training_figures(
     notes: list[str] = []
     figures = gemm_figures(calibration, cluster, compute, notes)
     for figure in (
-        attention_figure(calibration, cluster),
-        hbm_figure(calibration, cluster, "compute.hbm_efficiency"),
-        link_figure(calibration, cluster, "comm."),
+        attention_figure(calibration, cluster, notes),
+        hbm_figure(calibration, cluster, "compute.hbm_efficiency", notes),
+        link_figure(calibration, cluster, "comm.", notes),
     ):
         if figure is not None:
             figures.append(figure)
@@ -263,8 +267,8 @@ def serving_figures(calibration: Calibration, cluster: ClusterSpec) -> Calibrate
             )
         )
     for figure in (
-        hbm_figure(calibration, cluster, "serving.hbm_efficiency"),
-        link_figure(calibration, cluster, "serving."),
+        hbm_figure(calibration, cluster, "serving.hbm_efficiency", notes),
+        link_figure(calibration, cluster, "serving.", notes),
     ):
         if figure is not None:
             figures.append(figure)

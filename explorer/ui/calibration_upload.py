@@ -9,7 +9,7 @@ the report use them) and the measurement behind each goes to ``in_calib`` (the r
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 import streamlit as st
 
@@ -63,7 +63,10 @@ def _on_upload() -> None:
         return
     try:
         apply_calibration(
-            st.session_state, file.getvalue(), file.name, st.session_state.get(FORCE, False)
+            cast(MutableMapping[str, Any], st.session_state),
+            file.getvalue(),
+            file.name,
+            st.session_state.get(FORCE, False),
         )
     except ValueError as error:
         st.session_state[ERROR] = str(error)
