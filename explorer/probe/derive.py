@@ -84,13 +84,16 @@ def check_device(calibration: Calibration, gpu_id: str, gpu_name: str, force: bo
 def fit_saturating(sizes: Sequence[float], shares: Sequence[float]) -> tuple[float, float, float]:
     """(e_max, x_half, rms residual) of e = e_max x / (x + x_half) fitted to the points.
 
-    Least squares: for each x_half of ``HALF_SIZE_GRID`` the best e_max is
-    sum(e g) / sum(g^2) with g = x / (x + x_half); the pair with the smallest residual is kept.
+    Least squares with e_max <= 1: for each x_half of ``HALF_SIZE_GRID`` the best e_max is
+    min(1, sum(e g) / sum(g^2)) with g = x / (x + x_half) (the residual is quadratic in e_max,
+    so the clamp is the constrained optimum); the pair with the smallest residual is kept.
     """
     best = (math.inf, 0.0, 0.0)
     for half in HALF_SIZE_GRID:
         g = [x / (x + half) for x in sizes]
-        e_max = sum(e * gi for e, gi in zip(shares, g, strict=True)) / sum(gi * gi for gi in g)
+        e_max = min(
+            1.0, sum(e * gi for e, gi in zip(shares, g, strict=True)) / sum(gi * gi for gi in g)
+        )
         sse = sum((e - e_max * gi) ** 2 for e, gi in zip(shares, g, strict=True))
         if sse < best[0]:
             best = (sse, e_max, half)
@@ -146,6 +149,11 @@ def gemm_figures(
             f"{rms:.3f}",
         )
     ]
+    if half is not None and half >= HALF_SIZE_GRID[-1]:
+        notes.append(
+            "compute.half_efficiency_size: the GEMMs do not saturate within the sweep; "
+            "the fit's x_half sits at the edge of its range"
+        )
     if half is not None:
         figures.append(
             CalibratedFigure(

@@ -1,9 +1,12 @@
 """What the probe measures (shapes, sizes, repeats) and the counts it divides by. Pure.
 
-Three sweeps: ``CUDA`` (one GPU, under two minutes: the largest GEMM is 16384^3, about 9 TFLOP,
-some 10 ms on an H100 in bf16, and 13 calls of each of the 4 x 6 x 4 = 96 GEMMs take a few
-seconds), ``CPU`` (the same code with sizes a laptop core finishes in about a minute) and
-``QUICK`` (a few seconds on a CPU, for tests).
+Three sweeps. ``CUDA``, one GPU in well under two minutes by design: 96 GEMMs (4 dtypes x 4
+widths x 6 token counts; the largest, 16384^3, is 8.8 TFLOP, about 7-25 ms on an H100 from
+fp8 to tf32), about 21 TFLOP per dtype per pass, 13 passes: a few seconds; 8 attention shapes
+(the largest 3.8 TFLOP forward plus backward); copies of 1 GiB; 24 collective points of at
+most 1 GiB (milliseconds each on NVLink); start-up (CUDA context, NCCL) dominates. Not yet
+timed on a GPU. ``CPU``: the same code at sizes a CPU finishes in about 15 s of measurement
+(14.2 s on a loaded 2-core AMD EPYC). ``QUICK``: under a second of measurement, for tests.
 """
 
 from __future__ import annotations
