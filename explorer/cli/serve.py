@@ -44,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="accept TP groups larger than a node (warned) instead of rejecting them",
     )
+    group.add_argument(
+        "--redundant-experts",
+        type=int,
+        default=0,
+        help="extra expert copies EPLB may place per MoE block (DeepSeek: 32); EP degrees "
+        "that do not divide the experts get the fewest that make them even",
+    )
     add_assume(
         group,
         "set a named serving assumption as the app names it (repeatable), e.g. "
@@ -53,12 +60,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def assumptions_from(args: argparse.Namespace) -> ServingAssumptions:
     memory = MemoryAssumptions(gpu_memory_utilization=args.gpu_memory_utilization)
-    base = ServingAssumptions(memory=memory, allow_tp_across_nodes=args.allow_tp_across_nodes)
+    base = ServingAssumptions(
+        memory=memory,
+        allow_tp_across_nodes=args.allow_tp_across_nodes,
+        redundant_experts=args.redundant_experts,
+    )
     return assumed(args, base, SERVING_PREFIX)
 
 
 def _layout_json(layout: ServingLayout) -> dict[str, int]:
-    return {"tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "replicas": layout.replicas}
+    return {
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "ep": layout.ep,
+        "replicas": layout.replicas,
+        "redundant_experts": layout.redundant_experts,
+    }
 
 
 def _roofline_json(r: Roofline) -> dict[str, object]:
@@ -126,10 +143,16 @@ def run(args: argparse.Namespace) -> dict[str, object]:
 
 def _row(e: dict) -> str:
     fits = "yes" if e["fits"] else "no "
+    if e["fits"]:  # latency only for a layout that runs
+        speed = (
+            f"TTFT {e['ttft_s'] * 1e3:8.1f} ms  ITL {e['itl_s'] * 1e3:7.2f} ms  "
+            f"{e['tokens_per_s']:10,.0f} tok/s"
+        )
+    else:
+        speed = f"{'(does not fit: no latency)':<50}"
     return (
         f"  {e['label']:<20} {fits}  {e['total_bytes'] / GiB:7.1f} GiB  "
-        f"max {e['max_concurrency']:>6}  TTFT {e['ttft_s'] * 1e3:8.1f} ms  "
-        f"ITL {e['itl_s'] * 1e3:7.2f} ms  {e['tokens_per_s']:10,.0f} tok/s  "
+        f"max {e['max_concurrency']:>6}  {speed}  "
         f"prefill {e['prefill_bound']:<13} decode {e['decode_bound']}"
     )
 
@@ -148,4 +171,5 @@ def render(result: dict) -> str:
 
 
 def _label(r: dict) -> str:
-    return f"TP{r['tp']} PP{r['pp']} EP{r['ep']} x{r['replicas']}"
+    extra = f"+{r['redundant_experts']}" if r.get("redundant_experts") else ""
+    return f"TP{r['tp']} PP{r['pp']} EP{r['ep']}{extra} x{r['replicas']}"

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.scenario import Scenario
+from explorer.serving.estimate import fitted
 from explorer.ui import cached, inputs
 from explorer.ui.format import seconds
 from explorer.ui.pages import chart, expected_error, header, run_page
@@ -31,8 +32,8 @@ def _row(e: ServingEstimate) -> dict[str, object]:
         "KV cache (GiB/GPU)": e.memory.kv_cache / GiB,
         "KV per token (KiB)": e.kv_bytes_per_token / 1024,
         "max sequences": e.max_concurrency,
-        "TTFT (ms)": e.ttft_s * 1e3,
-        "ITL (ms)": e.itl_s * 1e3,
+        "TTFT (ms)": None if e.ttft_s is None else e.ttft_s * 1e3,
+        "ITL (ms)": None if e.itl_s is None else e.itl_s * 1e3,
         "output tokens/s": e.tokens_per_s,
         "tokens/s per GPU": e.tokens_per_s_per_gpu,
         "decode bound": e.decode.bound,
@@ -86,9 +87,9 @@ def render(scenario: Scenario) -> None:
     cols[0].metric("Layouts that fit", f"{len(fitting)} of {len(plan.layouts)}")
     if fitting:
         best = fitting[0]
-        cols[1].metric("Most tokens/s", f"{best.tokens_per_s:,.0f}", help=best.layout.label)
-        cols[2].metric("Its ITL", seconds(best.itl_s))
-        cols[3].metric("Its TTFT", seconds(best.ttft_s))
+        cols[1].metric("Most tokens/s", f"{fitted(best.tokens_per_s):,.0f}", help=best.layout.label)
+        cols[2].metric("Its ITL", seconds(fitted(best.itl_s)))
+        cols[3].metric("Its TTFT", seconds(fitted(best.ttft_s)))
     expected_error("serving")
     for answer in cached.serving_answers(plan):
         st.markdown(f"- {answer}")
