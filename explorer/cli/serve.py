@@ -22,9 +22,11 @@ from explorer.serving import (
     Roofline,
     ServingAssumptions,
     ServingEstimate,
+    ServingPlan,
     plan_serving,
     serving_answers,
 )
+from explorer.serving.scheduler import EngineLoad, LoadResult, Percentiles, serve_under_load
 from explorer.units import GiB
 
 NAME = "serve"
@@ -51,6 +53,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="extra expert copies EPLB may place per MoE block (DeepSeek: 32); EP degrees "
         "that do not divide the experts get the fewest that make them even",
     )
+    load = parser.add_argument_group(
+        "engine under load (simulates the best fitting layout's scheduler; explorer.serving."
+        "scheduler)"
+    )
+    arrivals = load.add_mutually_exclusive_group()
+    arrivals.add_argument("--rate", type=float, help="Poisson arrivals, requests per second")
+    arrivals.add_argument("--users", type=int, help="concurrent users, closed loop")
+    load.add_argument("--engine-batch", type=int, default=256, help="max_num_seqs (256)")
+    load.add_argument(
+        "--token-budget", type=int, default=8192, help="max_num_batched_tokens (8192)"
+    )
+    load.add_argument("--batching", choices=("continuous", "static"), default="continuous")
+    load.add_argument("--requests", type=int, default=1000, help="requests simulated (1000)")
+    load.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals")
     add_assume(
         group,
         "set a named serving assumption as the app names it (repeatable), e.g. "
@@ -119,11 +135,64 @@ def estimate_json(e: ServingEstimate) -> dict[str, object]:
     return out
 
 
+def load_from(args: argparse.Namespace) -> EngineLoad | None:
+    """The engine load the flags ask for, None without --rate or --users."""
+    if args.rate is None and args.users is None:
+        return None
+    return EngineLoad(
+        rate_per_s=args.rate,
+        users=args.users,
+        max_batch=args.engine_batch,
+        token_budget=args.token_budget,
+        batching=args.batching,
+        num_requests=args.requests,
+        seed=args.seed,
+    )
+
+
+def _percentiles_json(p: Percentiles) -> dict[str, float]:
+    return {"p50_s": p.p50_s, "p90_s": p.p90_s, "p99_s": p.p99_s, "mean_s": p.mean_s}
+
+
+def load_json(layout: ServingLayout, load: EngineLoad, r: LoadResult) -> dict[str, object]:
+    """The simulated load on one layout as JSON (seconds, tokens per second)."""
+    return {
+        "label": layout.label,
+        "load": dataclasses.asdict(load),
+        "finished": r.finished,
+        "ttft": _percentiles_json(r.ttft),
+        "tpot": _percentiles_json(r.tpot),
+        "e2e": _percentiles_json(r.e2e),
+        "tokens_per_s": r.tokens_per_s,
+        "tokens_per_s_per_gpu": r.tokens_per_s / layout.world_size,
+        "requests_per_s": r.requests_per_s,
+        "mean_in_system": r.mean_in_system,
+        "steps": r.steps,
+        "preemptions": r.preemptions,
+        "note": r.note,
+    }
+
+
+def _under_load(plan: ServingPlan, args: argparse.Namespace, run_args: tuple) -> object:
+    """The simulation of the plan's best fitting layout, or a sentence why there is none."""
+    load = load_from(args)
+    if load is None:
+        return None
+    fitting = [e for e in plan.layouts if e.fits]
+    if not fitting:
+        return {"note": "no layout fits, so no engine runs under load"}
+    best = fitting[0].layout
+    model, cluster, workload, assumptions = run_args
+    result = serve_under_load(model, cluster, best, workload, load, assumptions)
+    return load_json(best, load, result)
+
+
 def run(args: argparse.Namespace) -> dict[str, object]:
     model = model_from(args)
     cluster = cluster_from(args, args.gpus)
     workload = serving_from(args)
     assumptions = assumptions_from(args)
+    load_from(args)  # bad load flags fail before the plan runs
     plan = plan_serving(model, cluster, args.gpus, workload, assumptions)
     return {
         "model": model.name,
@@ -138,6 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "answers": list(serving_answers(plan)),
         "assumptions": dataclasses.asdict(assumptions),
         "leaves_out": LEAVES_OUT,
+        "under_load": _under_load(plan, args, (model, cluster, workload, assumptions)),
     }
 
 
@@ -167,7 +237,25 @@ def render(result: dict) -> str:
     ]
     lines += [f"  rejected {_label(r)}: {r['reason']}" for r in result["rejected"]]
     lines += [f"- {answer}" for answer in result["answers"]]
+    if result.get("under_load"):
+        lines.append(_load_line(result["under_load"]))
     return "\n".join(lines)
+
+
+def _load_line(u: dict) -> str:
+    if "ttft" not in u:
+        return f"- Under load: {u['note']}."
+
+    def ms(p: dict) -> str:
+        return f"{p['p50_s'] * 1e3:,.1f}/{p['p90_s'] * 1e3:,.1f}/{p['p99_s'] * 1e3:,.1f} ms"
+
+    note = f" ({u['note']})" if u["note"] else ""
+    return (
+        f"- Under load ({u['load']['batching']} batching) on {u['label']}: {u['finished']:,} "
+        f"requests, TTFT p50/p90/p99 {ms(u['ttft'])}, TPOT {ms(u['tpot'])}, end to end "
+        f"{ms(u['e2e'])}; {u['tokens_per_s']:,.0f} output tokens/s, {u['preemptions']} "
+        f"preemptions{note}."
+    )
 
 
 def _label(r: dict) -> str:

@@ -163,7 +163,13 @@ def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefi
 
 
 def _mixed_stage_step(
-    case: _Case, shape: StageShape, decode: float, context: float, prefill: float, keys: float
+    case: _Case,
+    shape: StageShape,
+    decode: float,
+    context: float,
+    prefill: float,
+    keys: float,
+    comm_s: float | None = None,
 ) -> Roofline:
     """Roofline of one stage running ``decode`` decode tokens (``context`` keys each) and
     ``prefill`` prefill tokens (``keys`` keys each) per attention group in one step: the
@@ -181,7 +187,8 @@ def _mixed_stage_step(
     kv = decode * context * shape.kv_bytes_per_token
     read = shape.read_bytes + experts + kv
     memory_s = read / (a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s)
-    return Roofline(compute_s, memory_s, _comm_s(case, shape, tokens))
+    comm = _comm_s(case, shape, tokens) if comm_s is None else comm_s
+    return Roofline(compute_s, memory_s, comm)
 
 
 def _stage_step(
@@ -205,6 +212,48 @@ def _slowest(case: _Case, tokens: float, context: float, prefill: bool) -> Roofl
     shapes = stage_shapes(case.model, case.layout, w.weights_dtype, w.kv_dtype, a.memory)
     steps = [_stage_step(case, s, tokens, context, prefill) for s in shapes]
     return max(steps, key=lambda r: r.total_s)
+
+
+class EngineStep:
+    """Seconds of one scheduler step of a replica as a function of the work scheduled in it:
+    the per-stage mixed roofline (``_mixed_stage_step``) of the slowest stage, run by each of
+    ``pp`` micro-batches, with the work spread evenly over the ``ep`` attention groups.
+    Communication depends on the tokens only, so it is kept per token count."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        cluster: ClusterSpec,
+        layout: ServingLayout,
+        workload: ServingWorkload,
+        assumptions: ServingAssumptions,
+    ) -> None:
+        w, a = workload, assumptions
+        self._case = _Case(model, cluster, layout, workload, assumptions)
+        self._shapes = stage_shapes(model, layout, w.weights_dtype, w.kv_dtype, a.memory)
+        self._comm: dict[float, tuple[tuple[float, ...], float]] = {}
+
+    def _communication(self, tokens: float) -> tuple[tuple[float, ...], float]:
+        """(per-stage exposed collectives, pipeline handoff) seconds for ``tokens``."""
+        if tokens not in self._comm:
+            per_stage = tuple(_comm_s(self._case, s, tokens) for s in self._shapes)
+            self._comm[tokens] = (per_stage, _handoff_s(self._case, tokens))
+        return self._comm[tokens]
+
+    def seconds(
+        self, decode_seqs: int, prefill_tokens: int, context: float, prefill_keys: float
+    ) -> float:
+        """One step: ``decode_seqs`` decodes at ``context`` keys on average and
+        ``prefill_tokens`` prompt tokens at ``prefill_keys`` keys on average (seconds)."""
+        lay = self._case.layout
+        share = lay.pp * lay.ep  # micro-batches x attention groups
+        decode, prefill = decode_seqs / share, prefill_tokens / share
+        comm, handoff = self._communication(decode + prefill)
+        stage_s = max(
+            _mixed_stage_step(self._case, s, decode, context, prefill, prefill_keys, c).total_s
+            for s, c in zip(self._shapes, comm, strict=True)
+        )
+        return lay.pp * stage_s + (lay.pp - 1) * handoff
 
 
 @dataclass(frozen=True, slots=True)
