@@ -14,7 +14,7 @@ from explorer.serving import ServingAssumptions, estimate_serving, layout_proble
 from explorer.serving.experts import (
     expert_imbalance,
     fewest_redundant_experts,
-    random_routing_imbalance,
+    rank_load_imbalance,
 )
 from explorer.serving.layouts import layout_warnings, with_redundant_experts
 from explorer.specs import ClusterSpec, ServingWorkload
@@ -69,7 +69,7 @@ def test_redundant_experts_add_their_weights_to_each_gpu():
 
 
 def test_random_routing_imbalance_matches_a_monte_carlo_of_top_k_routing():
-    # 2048 tokens per group x 8 copies over EP 16 ranks of 16 experts each (uniform routing)
+    # 4096 tokens x 8 copies over EP 16 ranks of 16 experts each (uniform routing)
     rng = np.random.default_rng(0)
     tokens, ep, experts, k = 16 * 256, 16, 256, 8
     ratios = []
@@ -77,26 +77,55 @@ def test_random_routing_imbalance_matches_a_monte_carlo_of_top_k_routing():
         picks = np.argsort(rng.random((tokens, experts)), axis=1)[:, :k]  # k distinct experts
         per_rank = np.bincount((picks // (experts // ep)).ravel(), minlength=ep)
         ratios.append(per_rank.max() / per_rank.mean())
-    formula = random_routing_imbalance(tokens * k / ep, ep)  # m = 2048 copies per rank
+    formula = rank_load_imbalance(tokens * k / ep, 16, ep, 0.0)  # m = 2048 copies per rank
     assert formula == pytest.approx(1 + math.sqrt(2 * math.log(16) / 2048), rel=1e-12)
     assert float(np.mean(ratios)) == pytest.approx(formula, rel=0.03)
 
 
-def test_redundant_experts_remove_the_placement_skew_but_not_the_random_term():
-    static = expert_imbalance(DEEPSEEK_V3, 32, 0, 4096, A.expert_skew)
-    eplb = expert_imbalance(DEEPSEEK_V3, 32, 32, 4096, A.expert_skew)
-    assert static / eplb == pytest.approx(1.18, rel=1e-12)
-    assert eplb == pytest.approx(1 + math.sqrt(2 * math.log(32) / (4096 * 8)), rel=1e-12)
-    assert expert_imbalance(DEEPSEEK_V3, 1, 0, 1, A.expert_skew) == 1.0  # no EP: no imbalance
+@pytest.mark.parametrize(("cv", "ep", "slots"), [(1.68, 32, 256), (0.5, 32, 256), (0.084, 36, 288)])
+def test_popularity_imbalance_matches_a_monte_carlo_of_skewed_experts(cv, ep, slots):
+    # expert popularity drawn from a gamma law of that coefficient of variation, 1024 copies
+    # a rank on average, Poisson counts per expert, experts packed in order onto ranks
+    rng = np.random.default_rng(1)
+    ratios = []
+    for _ in range(200):
+        weights = rng.gamma(1 / cv**2, size=slots)
+        loads = rng.poisson(1024 * ep * weights / weights.sum()).reshape(ep, -1).sum(axis=1)
+        ratios.append(loads.max() / loads.mean())
+    formula = rank_load_imbalance(1024, slots / ep, ep, cv)
+    assert float(np.mean(ratios)) == pytest.approx(formula, rel=0.12)
+
+
+@pytest.mark.parametrize(
+    ("ep", "cv", "published"),
+    [
+        pytest.param(32, 1.68, 1 + 1.564272, id="trtllm-eplb-readme-ep32-static"),
+        pytest.param(36, 0.084, 1 + 0.115378, id="trtllm-eplb-readme-ep36-288-slots"),
+    ],
+)
+def test_the_named_spreads_give_back_the_published_imbalance(ep, cv, published):
+    # TensorRT-LLM examples/ep_load_balancer: DeepSeek-R1, 1024 copies and 8 experts a rank
+    assert rank_load_imbalance(1024, 8, ep, cv) == pytest.approx(published, rel=0.01)
+
+
+def test_redundant_experts_swap_the_popularity_spread_for_the_balanced_one():
+    a = A
+    static = expert_imbalance(DEEPSEEK_V3, 32, 0, 128, a.expert_load_cv, a.balanced_load_cv)
+    eplb = expert_imbalance(DEEPSEEK_V3, 32, 32, 128, a.expert_load_cv, a.balanced_load_cv)
+    assert static == pytest.approx(rank_load_imbalance(1024, 8, 32, 1.68), rel=1e-12)
+    assert eplb == pytest.approx(rank_load_imbalance(1024, 9, 32, 0.084), rel=1e-12)
+    assert static > 2.5 > 1.2 > eplb
+    assert expert_imbalance(DEEPSEEK_V3, 1, 0, 1, 1.68, 0.084) == 1.0  # no EP: no imbalance
 
 
 def test_imbalance_slows_the_moe_prefill_only_on_its_expert_share():
     workload = ServingWorkload(prompt_len=4096, output_len=1024, concurrency=8, weights_dtype="fp8")
     cluster = ClusterSpec(gpu=load_gpu("h200"), num_nodes=4)
     layout = ServingLayout(ep=32)
-    even = replace(A, expert_skew=1.0)
+    even = replace(A, expert_load_cv=0.0)
     skewed, flat = (
         estimate_serving(DEEPSEEK_V3, cluster, layout, workload, a).prefill for a in (A, even)
     )
     ratio = skewed.compute_s / flat.compute_s
-    assert 1.0 < ratio < 1.18  # the routed experts are most, not all, of prefill's FLOPs
+    # at 8192 tokens a group the routed experts' FLOPs run ~2.6x, the rest as before
+    assert 1.5 < ratio < rank_load_imbalance(8192 * 8, 8, 32, 1.68)

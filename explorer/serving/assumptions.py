@@ -35,12 +35,15 @@ class ServingAssumptions:
     comm_overlap: float = 0.0
     """Fraction of collective time hidden under compute; 0 because TP all-reduces and EP
     all-to-alls sit between dependent GEMMs (overlap needs two-micro-batch tricks)."""
-    expert_skew: float = 1.18
-    """Max / mean tokens per EP rank from expert popularity when routed experts stay where
-    they were loaded (no redundant experts), on top of random routing. Source: SGLang's
-    large-scale EP blog (lmsys.org, 2025-05-05): DeepSeek-V3 prefill on EP32 ran 50,302
-    tokens/s per node with its default expert placement against 59,337 with simulated perfect
-    EPLB, a ratio of 1.18 on the whole step (so at least that on the MoE part)."""
+    expert_load_cv: float = 1.68
+    """Coefficient of variation of routed tokens between experts when they stay where they
+    were loaded. Source: TensorRT-LLM examples/ep_load_balancer/README.md, DeepSeek-R1 on EP32
+    (8 experts a rank, 1024 token copies a rank): the hottest rank gets 1.564 x more than
+    the mean; 1.564 = sqrt(2 ln 32) sqrt(cv^2 / 8 + 1 / 1024) gives cv = 1.68."""
+    balanced_load_cv: float = 0.084
+    """The same spread left after EPLB places redundant experts by load. Source: the same
+    README, EP36 with 288 slots (8 a rank): the hottest rank 0.115 x over the mean, so
+    0.115 = sqrt(2 ln 36) sqrt(cv^2 / 8 + 1 / 1024) gives cv = 0.084."""
     redundant_experts: int = 0
     """Redundant expert copies per MoE block that EPLB may place (0: only as many as an EP
     degree needs to divide the experts evenly). Source: DeepSeek-V3 report sec. 3.4 and
@@ -56,8 +59,9 @@ class ServingAssumptions:
         ):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        if self.expert_skew < 1:
-            raise ValueError(f"expert_skew must be at least 1, got {self.expert_skew}")
+        for name in ("expert_load_cv", "balanced_load_cv"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be at least 0, got {getattr(self, name)}")
         if self.redundant_experts < 0:
             raise ValueError(f"redundant_experts must be at least 0, got {self.redundant_experts}")
         if not 0 <= self.comm_overlap <= 1:

@@ -39,29 +39,41 @@ def fewest_redundant_experts(model: ModelSpec, ep: int, at_least: int = 0) -> in
     return at_least + (-(model.n_routed_experts + at_least)) % ep
 
 
-def random_routing_imbalance(copies_per_rank: float, ep: int) -> float:
-    """Max / mean token copies per EP rank when every rank expects the same load.
+def rank_load_imbalance(
+    copies_per_rank: float, experts_per_rank: float, ep: int, expert_load_cv: float
+) -> float:
+    """Max / mean token copies per EP rank in one MoE block.
 
-    Source: balls into bins; a rank's copies are about Poisson(m), and the largest of ``ep``
-    such counts is m + sqrt(2 m ln ep) to leading order (Gaussian extreme value), so the ratio
-    is 1 + sqrt(2 ln(ep) / m). It cannot exceed ep (one rank taking every copy).
+    Source: a rank's load is the sum of its experts' loads, whose coefficient of variation
+    between experts is ``expert_load_cv``, so its own is cv / sqrt(experts per rank), plus
+    Poisson noise of 1 / sqrt(copies per rank) (balls into bins); the largest of ``ep`` such
+    loads lies about sqrt(2 ln ep) standard deviations above the mean (Gaussian extreme
+    value). It cannot exceed ep (one rank taking every copy). With cv 0 this is random
+    routing alone, 1 + sqrt(2 ln(ep) / m).
     """
     if ep == 1 or copies_per_rank <= 0:
         return 1.0
-    return min(float(ep), 1.0 + math.sqrt(2.0 * math.log(ep) / copies_per_rank))
+    spread = math.sqrt(expert_load_cv**2 / experts_per_rank + 1.0 / copies_per_rank)
+    return min(float(ep), 1.0 + math.sqrt(2.0 * math.log(ep)) * spread)
 
 
 def expert_imbalance(
-    model: ModelSpec, ep: int, redundant_experts: int, tokens_per_group: float, skew: float
+    model: ModelSpec,
+    ep: int,
+    redundant_experts: int,
+    tokens_per_group: float,
+    expert_load_cv: float,
+    balanced_load_cv: float,
 ) -> float:
     """Max / mean tokens per EP rank in one MoE block (the busiest rank sets the step).
 
-    The random term of ``random_routing_imbalance`` at m = tokens x top-k copies per rank
-    (each of the ep attention groups sends its tokens' k copies over ep ranks), times ``skew``
-    for expert popularity when experts sit where they were loaded; redundant experts (EPLB)
-    balance the expected loads, leaving only the random term (SGLang's "perfect EPLB").
+    ``rank_load_imbalance`` at m = tokens x top-k copies per rank (each of the ep attention
+    groups sends its tokens' k copies over the ep ranks) and (E + r) / ep experts per rank;
+    the expert popularity spread is ``expert_load_cv`` where experts sit where they were
+    loaded, ``balanced_load_cv`` where redundant experts let EPLB place them by load.
     """
     if not model.is_moe or ep == 1:
         return 1.0
-    random = random_routing_imbalance(tokens_per_group * model.num_experts_per_tok, ep)
-    return random * (1.0 if redundant_experts > 0 else skew)
+    per_rank = expert_slots(model, redundant_experts) / ep
+    cv = balanced_load_cv if redundant_experts > 0 else expert_load_cv
+    return rank_load_imbalance(tokens_per_group * model.num_experts_per_tok, per_rank, ep, cv)

@@ -155,7 +155,9 @@ def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefi
         return 0.0
     flops = tokens * (f.dense + f.attention_per_key * context) / lay.tp  # per attention group
     # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace
-    imbalance = expert_imbalance(model, lay.ep, lay.redundant_experts, tokens, a.expert_skew)
+    imbalance = expert_imbalance(
+        model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
+    )
     flops += tokens * f.experts / lay.tp * imbalance
     flops += (1.0 if prefill else tokens) * f.logits / lay.tp  # last token of each sequence
     efficiency = gemm_efficiency(a, tokens, prefill)
