@@ -16,6 +16,7 @@ from explorer.units import GiB
 
 if TYPE_CHECKING:
     from explorer.serving import ServingEstimate, ServingPlan
+    from explorer.ui.inputs import ServingCase
 
 MEMORY_LAYOUTS = 8  # layouts drawn in the memory chart (the best by tokens/s; the table: all)
 
@@ -69,6 +70,39 @@ def _table(plan: ServingPlan) -> None:
             )
 
 
+def _under_load(case: ServingCase, scenario: Scenario, best: ServingEstimate) -> None:
+    """The best layout's engine simulated under a number of closed-loop users."""
+    st.markdown("#### Engine under load")
+    users = st.number_input(
+        "Concurrent users (closed loop; 0: not simulated)",
+        min_value=0,
+        max_value=4096,
+        value=0,
+        step=8,
+        key="serving_load_users",
+        help="Each user sends its next request when the last finishes; in-flight batching of "
+        "up to 256 sequences and 8192 tokens a step (vLLM's defaults), chunked prefill, paged "
+        "KV admission and preemption (explorer.serving.scheduler).",
+    )
+    if not users:
+        return
+    r = cached.serving_under_load(
+        case.model, case.cluster, case.workload, scenario.assumptions, best.layout, int(users)
+    )
+    rows = [
+        {"latency": name, "p50 (ms)": p.p50_s * 1e3, "p90 (ms)": p.p90_s * 1e3,
+         "p99 (ms)": p.p99_s * 1e3}
+        for name, p in (("time to first token", r.ttft), ("time per output token", r.tpot),
+                        ("end to end", r.e2e))
+    ]  # fmt: skip
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(
+        f"{best.layout.label}: {r.finished:,} requests, {r.tokens_per_s:,.0f} output tokens/s "
+        f"({r.tokens_per_s / best.layout.world_size:,.1f} per GPU), {r.preemptions} preemptions."
+        + (f" {r.note.capitalize()}." if r.note else "")
+    )
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.serving_case(scenario)
     load = scenario.serving
@@ -102,6 +136,8 @@ def render(scenario: Scenario) -> None:
         chart(frontier, "serving_frontier")
     st.markdown("#### Every layout (best first)")
     _table(plan)
+    if fitting:
+        _under_load(case, scenario, fitting[0])
     st.caption(f"Left out of the serving model: {cached.serving_leaves_out()}.")
 
 
