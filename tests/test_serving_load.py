@@ -90,3 +90,16 @@ def test_itl_never_exceeds_a_decode_step_plus_one_budget_of_prefill(
     assert e.decode_step_s <= e.itl_s <= e.decode_step_s + one_budget_s
     assert e.ttft_s >= e.prefill.total_s * prompt / chunk  # at least the prompt's own chunks
     assert e.tokens_per_s is not None and 0 < e.tokens_per_s <= concurrency / e.decode_step_s
+
+
+def test_the_report_table_leaves_latency_blank_for_layouts_that_do_not_fit():
+    from explorer.report.serving import layouts_table
+    from explorer.report.tables import display_frame
+    from explorer.serving import plan_serving
+
+    w = ServingWorkload(prompt_len=32_000, output_len=1, concurrency=256)
+    plan = plan_serving(LLAMA_70B, H100_NODE, 8, w)
+    shown = display_frame(layouts_table(plan))
+    apart = shown[shown["fits"] == "no"]
+    assert len(apart) > 0 and set(apart["TTFT (ms)"]) == set(apart["ITL (ms)"]) == {"–"}
+    assert set(apart["tokens/s"]) == {"–"}

@@ -153,7 +153,8 @@ def _estimate_json(e: ServingEstimate) -> dict[str, Any]:
     lay = e.layout
     return {
         "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "replicas": lay.replicas,
-        "label": lay.label, "fits": e.fits, "reason": e.reason,
+        "redundant_experts": lay.redundant_experts, "label": lay.label,
+        "fits": e.fits, "reason": e.reason,
         "weights_bytes": e.memory.weights, "kv_bytes_per_token": e.kv_bytes_per_token,
         "total_bytes": e.memory.total, "bytes": e.memory.as_dict(),
         "max_concurrency": e.max_concurrency, "ttft_s": e.ttft_s, "itl_s": e.itl_s,
