@@ -127,3 +127,16 @@ def test_bad_loads_name_the_field(kwargs, message):
 def test_a_request_larger_than_the_cache_is_refused_in_words():
     with pytest.raises(ValueError, match="does not fit the KV cache"):
         simulate(constant_step, EngineLoad(users=1, num_requests=1), 1000, 100, 512)
+
+
+def test_the_kv_pool_holds_what_max_concurrency_counts_in_whole_sequences():
+    from explorer.memory.serving import kv_capacity_tokens, max_concurrency, paged_tokens
+
+    w = ServingWorkload(prompt_len=2048, output_len=512, concurrency=1)
+    tokens = kv_capacity_tokens(LLAMA_70B, H100_NODE.gpu, TP8, w)
+    most = max_concurrency(LLAMA_70B, H100_NODE.gpu, TP8, w)
+    per_sequence = paged_tokens(2048 + 512, 16)
+    assert tokens % 16 == 0  # whole paged blocks
+    # max_concurrency also keeps one fp32 logit row per sequence (0.5 MB against 105 MB of
+    # KV per GPU here), so it is lower by under 1%
+    assert most <= tokens // per_sequence <= 1.01 * most
