@@ -171,3 +171,27 @@ def test_bad_load_flags_are_one_sentence_and_exit_status_2(capsys, args, message
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_serve_disaggregate_gives_pools_split_and_transfer(capsys):
+    data = serve_json(
+        capsys, "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "16",
+        "--prompt-len", "2000", "--output-len", "1000", "--concurrency", "64",
+        "--weights-dtype", "fp8", "--disaggregate",
+    )  # fmt: skip
+    plans = data["disaggregated"]
+    assert plans
+    best = plans[0]
+    assert best["prefill"]["gpus"] + best["decode"]["gpus"] == best["gpus"] <= 16
+    # 2000 tokens x 80 blocks x 2 x 8 KV heads x 128 x 2 bytes (bf16 KV)
+    assert best["kv_transfer_bytes_per_request"] == 2000 * 80 * 2 * 8 * 128 * 2
+    assert best["tokens_per_s_per_gpu"] <= min(
+        best["prefill_bound_tokens_per_s_per_gpu"], best["decode_bound_tokens_per_s_per_gpu"]
+    )
+    assert best["tokens_per_s"] == pytest.approx(best["requests_per_s"] * 1000, rel=1e-12)
+    assert main(["serve", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "16",
+                 "--prompt-len", "2000", "--output-len", "1000", "--concurrency", "64",
+                 "--disaggregate"]) == 0  # fmt: skip
+    assert "Disaggregated: prefill" in capsys.readouterr().out
+    assert serve_json(capsys, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "2",
+                      *SERVING)["disaggregated"] is None  # fmt: skip

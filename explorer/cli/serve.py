@@ -31,6 +31,7 @@ from explorer.serving import (
     plan_serving,
     serving_answers,
 )
+from explorer.serving.disaggregated import Disaggregated, PoolRate, plan_disaggregated
 from explorer.serving.scheduler import EngineLoad, LoadResult, Percentiles, serve_under_load
 from explorer.units import GiB
 
@@ -57,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="extra expert copies EPLB may place per MoE block (DeepSeek: 32); EP degrees "
         "that do not divide the experts get the fewest that make them even",
+    )
+    parser.add_argument(
+        "--disaggregate",
+        action="store_true",
+        help="also plan a prefill pool and a decode pool on the GPUs (explorer.serving."
+        "disaggregated): their layouts, the split, the KV transfer, the balanced ratio",
     )
     load = parser.add_argument_group(
         "engine under load (simulates the best fitting layout's scheduler; explorer.serving."
@@ -218,6 +225,49 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "leaves_out": LEAVES_OUT,
         "calibration": calibration_json(args, figures),
         "under_load": _under_load(plan, args, (model, cluster, workload, assumptions)),
+        "disaggregated": (
+            [
+                disaggregated_json(d)
+                for d in plan_disaggregated(model, cluster, args.gpus, workload, assumptions)
+            ]
+            if args.disaggregate
+            else None
+        ),
+    }
+
+
+def _pool_json(r: PoolRate, replicas: int) -> dict[str, object]:
+    return {
+        **_layout_json(r.layout),
+        "label": r.layout.label,
+        "replicas": replicas,
+        "gpus": replicas * r.layout.gpus_per_replica,
+        "requests_per_s_per_replica": r.requests_per_s,
+        "requests_per_s_per_gpu": r.requests_per_s_per_gpu,
+        "step_s": r.step_s,
+        "concurrency": r.concurrency,
+    }
+
+
+def disaggregated_json(d: Disaggregated) -> dict[str, object]:
+    """A prefill pool and a decode pool as JSON (seconds, bytes, requests and tokens a second)."""
+    prefill_bound, decode_bound = d.pool_bounds_tokens_per_s_per_gpu
+    return {
+        "prefill": _pool_json(d.prefill, d.prefill_replicas),
+        "decode": _pool_json(d.decode, d.decode_replicas),
+        "gpus": d.gpus,
+        "requests_per_s": d.requests_per_s,
+        "tokens_per_s": d.tokens_per_s,
+        "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu,
+        "balanced_prefill_to_decode_gpus": d.balanced_ratio,
+        "prefill_bound_tokens_per_s_per_gpu": prefill_bound,
+        "decode_bound_tokens_per_s_per_gpu": decode_bound,
+        "kv_transfer_bytes_per_request": d.transfer.bytes_per_request,
+        "kv_transfer_bytes_per_s": d.transfer.bandwidth_bytes_per_s,
+        "kv_transfer_s": d.transfer.seconds,
+        "kv_transfer_overlapped": d.transfer.overlapped,
+        "ttft_s": d.ttft_s,
+        "itl_s": d.itl_s,
     }
 
 
@@ -249,6 +299,8 @@ def render(result: dict) -> str:
     lines += [f"- {answer}" for answer in result["answers"]]
     if result.get("under_load"):
         lines.append(_load_line(result["under_load"]))
+    if result.get("disaggregated") is not None:
+        lines += _disaggregated_lines(result["disaggregated"])
     return "\n".join(lines + calibration_lines(result))
 
 
@@ -271,3 +323,22 @@ def _load_line(u: dict) -> str:
 def _label(r: dict) -> str:
     extra = f"+{r['redundant_experts']}" if r.get("redundant_experts") else ""
     return f"TP{r['tp']} PP{r['pp']} EP{r['ep']}{extra} x{r['replicas']}"
+
+
+def _disaggregated_lines(plans: list[dict]) -> list[str]:
+    if not plans:
+        return ["- Disaggregated: no prefill pool and decode pool both fit on these GPUs."]
+    out = []
+    for d in plans:
+        p, q = d["prefill"], d["decode"]
+        sent = "overlapped" if d["kv_transfer_overlapped"] else "after the prefill"
+        out.append(
+            f"- Disaggregated: prefill {p['replicas']} x {p['label'].rsplit(' x', 1)[0]} "
+            f"({p['gpus']} GPUs) + decode {q['replicas']} x {q['label'].rsplit(' x', 1)[0]} "
+            f"({q['gpus']} GPUs): {d['tokens_per_s']:,.0f} output tokens/s "
+            f"({d['tokens_per_s_per_gpu']:,.0f} a GPU), TTFT {d['ttft_s'] * 1e3:,.1f} ms, ITL "
+            f"{d['itl_s'] * 1e3:,.2f} ms; KV {d['kv_transfer_bytes_per_request'] / 1e6:,.1f} MB "
+            f"a request in {d['kv_transfer_s'] * 1e3:,.2f} ms ({sent}); balanced at "
+            f"{d['balanced_prefill_to_decode_gpus']:.2f} prefill GPUs per decode GPU."
+        )
+    return out

@@ -50,6 +50,17 @@ class ServingAssumptions:
     SGLang's blog use 32 (256 + 32 = 288 slots: EP 32, 72, 144)."""
     allow_tp_across_nodes: bool = False
     """Accept TP groups larger than the scale-up domain (with a warning) instead of rejecting."""
+    kv_transfer_overlap: bool = True
+    """Whether a disaggregated prefill pool sends each block's KV cache while the later blocks
+    compute (layer-wise transfer: Splitwise, Patel et al. 2024, arXiv:2311.18677, sec. 4.3;
+    Mooncake and NIXL transfer engines), so TTFT waits for the last block's share only and the
+    NIC, not the prefill, limits the pool when it is slower; False sends the whole KV after
+    the prefill (TTFT and the prefill replica's time per request both grow by the transfer)."""
+    prefix_cache_hit_rate: float = 0.0
+    """Share of each prompt's tokens found in the prefix cache (vLLM automatic prefix caching,
+    SGLang RadixAttention, Zheng et al. 2024, arXiv:2312.07104): those tokens are not
+    prefilled, so prefill tokens and TTFT shrink; their KV still takes memory per sequence
+    (sharing between sequences is left out)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -64,6 +75,10 @@ class ServingAssumptions:
                 raise ValueError(f"{name} must be at least 0, got {getattr(self, name)}")
         if self.redundant_experts < 0:
             raise ValueError(f"redundant_experts must be at least 0, got {self.redundant_experts}")
+        if not 0 <= self.prefix_cache_hit_rate < 1:
+            raise ValueError(
+                f"prefix_cache_hit_rate must be in [0, 1), got {self.prefix_cache_hit_rate}"
+            )
         if not 0 <= self.comm_overlap <= 1:
             raise ValueError(f"comm_overlap must be in [0, 1], got {self.comm_overlap}")
 

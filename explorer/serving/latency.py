@@ -274,7 +274,7 @@ class ReplicaLatency:
     budget cannot keep up with the prompts arriving)."""
 
 
-def sustained_decodes(budget_tokens: float, prompt_len: int, output_len: int) -> float:
+def sustained_decodes(budget_tokens: float, prompt_len: float, output_len: int) -> float:
     """Most sequences per scheduler step that can keep decoding under a token budget.
 
     Source: vLLM V1 / SGLang / TensorRT-LLM chunked prefill schedule at most
@@ -295,16 +295,19 @@ def replica_latency(
     case = _Case(model, cluster, layout, workload, assumptions)
     w, pp, ep = case.workload, case.layout.pp, case.layout.ep
     budget = case.a.memory.prefill_chunk_tokens  # max_num_batched_tokens, per scheduler step
-    chunk = min(w.prompt_len, budget)
-    pre = _slowest(case, chunk, w.prompt_len / 2, prefill=True)  # causal: P/2 keys on average
-    ttft = (w.prompt_len / chunk + pp - 1) * pre.total_s + (pp - 1) * _handoff_s(case, chunk)
+    # prefix-cache hits are not prefilled; the new tokens attend to the cached ones too
+    computed = w.prompt_len * (1.0 - case.a.prefix_cache_hit_rate)
+    chunk = min(computed, budget)
+    keys = w.prompt_len - computed / 2  # causal: P/2 keys on average without hits
+    pre = _slowest(case, chunk, keys, prefill=True)
+    ttft = (computed / chunk + pp - 1) * pre.total_s + (pp - 1) * _handoff_s(case, chunk)
     wanted = -(-w.concurrency // pp) / ep  # sequences per micro-batch and attention group
-    micro = min(wanted, sustained_decodes(budget, w.prompt_len, w.output_len))
+    micro = min(wanted, sustained_decodes(budget, computed, w.output_len))
     dec = _slowest(case, micro, w.prompt_len + w.output_len / 2, prefill=False)
     step = pp * dec.total_s + (pp - 1) * _handoff_s(case, micro)
     # each step mixes in the successors' prompt tokens, at most the budget left by decodes;
     # costed at the prefill chunk's seconds per token
-    mixed = min(micro * w.prompt_len / w.output_len, max(0.0, budget - micro))
+    mixed = min(micro * computed / w.output_len, max(0.0, budget - micro))
     itl = step + pp * mixed * pre.total_s / chunk
     # closed loop (Little): the sequences not decoding wait, a share 1 - micro / wanted of
     # each request's time, whose decoding part is output_len inter-token latencies
