@@ -195,3 +195,21 @@ def test_serve_disaggregate_gives_pools_split_and_transfer(capsys):
     assert "Disaggregated: prefill" in capsys.readouterr().out
     assert serve_json(capsys, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "2",
                       *SERVING)["disaggregated"] is None  # fmt: skip
+
+
+def test_serve_speculative_reports_the_draft_and_fails_cleanly_without_one(capsys):
+    args = ["--model", "llama-3.1-70b", "--gpu", "h200", "--gpus", "8", "--prompt-len", "2000",
+            "--output-len", "1000", "--concurrency", "8", "--weights-dtype", "fp8"]  # fmt: skip
+    data = serve_json(
+        capsys, *args, "--speculative", "draft", "--draft-model", "llama-3.1-8b",
+        "--draft-tokens", "4", "--acceptance", "0.7",
+    )  # fmt: skip
+    s = data["speculative"]
+    assert s["tokens_per_step"] == pytest.approx((1 - 0.7**5) / 0.3, rel=1e-12)
+    assert s["step_s"] == pytest.approx(s["verify_step_s"] + 4 * s["draft_step_s"], rel=1e-12)
+    assert s["tpot_s"] == pytest.approx(s["step_s"] / s["tokens_per_step"], rel=1e-12)
+    assert serve_json(capsys, *args)["speculative"] is None
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", *args, "--speculative", "draft"])
+    assert exit_info.value.code == 2
+    assert "needs --draft-model" in capsys.readouterr().err

@@ -21,6 +21,7 @@ from explorer.cli.args import (
     serving_from,
 )
 from explorer.memory.serving import MemoryAssumptions, ServingLayout
+from explorer.presets import load_model
 from explorer.report.assumptions import SERVING_PREFIX
 from explorer.serving import (
     LEAVES_OUT,
@@ -33,6 +34,7 @@ from explorer.serving import (
 )
 from explorer.serving.disaggregated import Disaggregated, PoolRate, plan_disaggregated
 from explorer.serving.scheduler import EngineLoad, LoadResult, Percentiles, serve_under_load
+from explorer.serving.speculative import Speculation, SpeculativeDecode, speculative_decode
 from explorer.units import GiB
 
 NAME = "serve"
@@ -65,6 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also plan a prefill pool and a decode pool on the GPUs (explorer.serving."
         "disaggregated): their layouts, the split, the KV transfer, the balanced ratio",
     )
+    spec = parser.add_argument_group(
+        "speculative decoding of the best fitting layout (explorer.serving.speculative)"
+    )
+    spec.add_argument("--speculative", choices=("mtp", "draft"), help="the draft: MTP or a model")
+    spec.add_argument("--draft-tokens", type=int, default=1, help="tokens drafted a step (1)")
+    spec.add_argument(
+        "--acceptance", type=float, default=0.85, help="each draft token's acceptance (0.85)"
+    )
+    spec.add_argument("--draft-model", help="model preset of the draft (with --speculative draft)")
     load = parser.add_argument_group(
         "engine under load (simulates the best fitting layout's scheduler; explorer.serving."
         "scheduler)"
@@ -209,6 +220,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     figures = calibration_from(args, cluster)
     assumptions = assumptions_from(args, figures.overrides() if figures else {})
     load_from(args)  # bad load flags fail before the plan runs
+    speculation = speculation_from(args)
     plan = plan_serving(model, cluster, args.gpus, workload, assumptions)
     return {
         "model": model.name,
@@ -225,6 +237,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "leaves_out": LEAVES_OUT,
         "calibration": calibration_json(args, figures),
         "under_load": _under_load(plan, args, (model, cluster, workload, assumptions)),
+        "speculative": _speculative(plan, speculation, (model, cluster, workload, assumptions)),
         "disaggregated": (
             [
                 disaggregated_json(d)
@@ -234,6 +247,58 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             else None
         ),
     }
+
+
+def speculation_from(args: argparse.Namespace) -> Speculation | None:
+    """The speculation the flags ask for, None without --speculative."""
+    if args.speculative is None:
+        if args.draft_model:
+            raise ValueError("--draft-model needs --speculative draft")
+        return None
+    if args.speculative == "draft" and not args.draft_model:
+        raise ValueError("--speculative draft needs --draft-model (a model preset)")
+    draft = load_model(args.draft_model) if args.speculative == "draft" else None
+    return Speculation(
+        kind=args.speculative,
+        draft_tokens=args.draft_tokens,
+        acceptance=args.acceptance,
+        draft_model=draft,
+    )
+
+
+def speculative_json(r: SpeculativeDecode) -> dict[str, object]:
+    """Speculative decode on one layout as JSON (seconds, bytes, tokens a second)."""
+    s = r.speculation
+    return {
+        "label": r.layout.label,
+        "kind": s.kind,
+        "draft_model": s.draft_model.name if s.draft_model else None,
+        "draft_tokens": s.draft_tokens,
+        "acceptance": s.acceptance,
+        "concurrency": r.concurrency,
+        "tokens_per_step": r.tokens_per_step,
+        "plain_step_s": r.plain_step_s,
+        "verify_step_s": r.verify_step_s,
+        "draft_step_s": r.draft_step_s,
+        "step_s": r.step_s,
+        "tpot_s": r.tpot_s,
+        "tokens_per_s": r.tokens_per_s,
+        "speedup": r.speedup,
+        "extra_bytes_per_gpu": r.extra_bytes_per_gpu,
+        "fits": r.fits,
+    }
+
+
+def _speculative(plan: ServingPlan, spec: Speculation | None, run_args: tuple) -> object:
+    if spec is None:
+        return None
+    fitting = [e for e in plan.layouts if e.fits]
+    if not fitting:
+        return {"note": "no layout fits, so nothing decodes speculatively"}
+    model, cluster, workload, assumptions = run_args
+    return speculative_json(
+        speculative_decode(model, cluster, fitting[0].layout, workload, spec, assumptions)
+    )
 
 
 def _pool_json(r: PoolRate, replicas: int) -> dict[str, object]:
@@ -299,6 +364,8 @@ def render(result: dict) -> str:
     lines += [f"- {answer}" for answer in result["answers"]]
     if result.get("under_load"):
         lines.append(_load_line(result["under_load"]))
+    if result.get("speculative"):
+        lines.append(_speculative_line(result["speculative"]))
     if result.get("disaggregated") is not None:
         lines += _disaggregated_lines(result["disaggregated"])
     return "\n".join(lines + calibration_lines(result))
@@ -342,3 +409,18 @@ def _disaggregated_lines(plans: list[dict]) -> list[str]:
             f"{d['balanced_prefill_to_decode_gpus']:.2f} prefill GPUs per decode GPU."
         )
     return out
+
+
+def _speculative_line(r: dict) -> str:
+    if "tpot_s" not in r:
+        return f"- Speculative decoding: {r['note']}."
+    draft = "MTP" if r["kind"] == "mtp" else f"draft {r['draft_model']}"
+    fit = "" if r["fits"] else " (the draft's memory does not fit beside this concurrency)"
+    return (
+        f"- Speculative decoding ({draft}, {r['draft_tokens']} tokens, acceptance "
+        f"{r['acceptance']:.2f}) on {r['label']}: {r['tokens_per_step']:.2f} tokens a step of "
+        f"{r['step_s'] * 1e3:,.2f} ms (verify {r['verify_step_s'] * 1e3:,.2f} + draft "
+        f"{r['draft_step_s'] * 1e3:,.2f} ms each), TPOT {r['tpot_s'] * 1e3:,.2f} ms, "
+        f"{r['speedup']:.2f}x plain decode, {r['extra_bytes_per_gpu'] / GiB:.2f} GiB more a GPU"
+        f"{fit}."
+    )

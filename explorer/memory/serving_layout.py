@@ -254,3 +254,19 @@ def stage_shapes(
             )
         )
     return tuple(shapes)
+
+
+def block_weights_bytes(
+    model: ModelSpec,
+    index: int,
+    layout: ServingLayout,
+    weights_dtype: WeightDType,
+    assumptions: MemoryAssumptions,
+) -> float:
+    """Weights of block ``index`` on one GPU (its routed experts' share included): what an
+    extra copy of one block costs (DeepSeek-V3's MTP module is one block sharing the
+    embedding and the LM head with the main model, report sec. 2.2)."""
+    read, experts = _layer_bytes(
+        model, index, layout, weight_bytes_per_param(weights_dtype, assumptions)
+    )
+    return read + experts

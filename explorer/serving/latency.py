@@ -172,15 +172,17 @@ def _mixed_stage_step(
     prefill: float,
     keys: float,
     comm_s: float | None = None,
+    per_seq: float = 1.0,
 ) -> Roofline:
-    """Roofline of one stage running ``decode`` decode tokens (``context`` keys each) and
-    ``prefill`` prefill tokens (``keys`` keys each) per attention group in one step: the
-    FLOPs add, the weights are read once, the decode tokens read their KV cache."""
+    """Roofline of one stage running ``decode`` decode sequences (``per_seq`` tokens each,
+    ``context`` keys each) and ``prefill`` prefill tokens (``keys`` keys each) per attention
+    group in one step: the FLOPs add, the weights are read once, each decode sequence reads
+    its KV cache once (a speculative verify step scores ``per_seq`` tokens against it)."""
     model, lay, a = case.model, case.layout, case.a
     f = _stage_flops(model, shape.layers, shape.has_lm_head)
-    compute_s = _compute_s(case, f, decode, context, False)
+    compute_s = _compute_s(case, f, decode * per_seq, context, False)
     compute_s += _compute_s(case, f, prefill, keys, True)
-    tokens = decode + prefill
+    tokens = decode * per_seq + prefill
     slots = expert_slots(model, lay.redundant_experts)
     touched = experts_touched(model.n_routed_experts, model.num_experts_per_tok, tokens * lay.ep)
     # each touched expert's copies are read (replicas of a hot expert each get some tokens)
@@ -243,16 +245,24 @@ class EngineStep:
         return self._comm[tokens]
 
     def seconds(
-        self, decode_seqs: int, prefill_tokens: int, context: float, prefill_keys: float
+        self,
+        decode_seqs: int,
+        prefill_tokens: int,
+        context: float,
+        prefill_keys: float,
+        tokens_per_seq: float = 1.0,
     ) -> float:
-        """One step: ``decode_seqs`` decodes at ``context`` keys on average and
-        ``prefill_tokens`` prompt tokens at ``prefill_keys`` keys on average (seconds)."""
-        lay = self._case.layout
+        """One step: ``decode_seqs`` decodes at ``context`` keys on average (``tokens_per_seq``
+        tokens each: k + 1 in a speculative verify step) and ``prefill_tokens`` prompt tokens
+        at ``prefill_keys`` keys on average (seconds)."""
+        lay, q = self._case.layout, tokens_per_seq
         share = lay.pp * lay.ep  # micro-batches x attention groups
         decode, prefill = decode_seqs / share, prefill_tokens / share
-        comm, handoff = self._communication(decode + prefill)
+        comm, handoff = self._communication(decode * q + prefill)
         stage_s = max(
-            _mixed_stage_step(self._case, s, decode, context, prefill, prefill_keys, c).total_s
+            _mixed_stage_step(
+                self._case, s, decode, context, prefill, prefill_keys, c, per_seq=q
+            ).total_s
             for s, c in zip(self._shapes, comm, strict=True)
         )
         return lay.pp * stage_s + (lay.pp - 1) * handoff
