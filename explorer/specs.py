@@ -18,7 +18,7 @@ FfnKind = Literal["swiglu", "gelu", "relu2"]
 NormKind = Literal["rmsnorm", "layernorm"]
 MeshAxis = Literal["tp", "cp", "ep", "dp", "pp"]
 GradDType = Literal["fp32", "bf16"]
-WeightDType = Literal["bf16", "fp8", "int8", "int4"]
+WeightDType = Literal["bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 KvDType = Literal["bf16", "fp8"]
 
 MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
@@ -227,6 +227,9 @@ class GpuSpec:
     """Dense FP8 peak, FLOP/s; None when the GPU has no FP8 tensor cores."""
     tf32_flops_per_s: float | None = None
     """Dense TF32 peak, FLOP/s (what fp32 training runs at); None means bf16 / 2."""
+    fp4_flops_per_s: float | None = None
+    """Dense FP4 (NVFP4 / MXFP4) tensor-core peak, FLOP/s; None when the GPU has no FP4
+    tensor cores (before Blackwell)."""
     hbm_bytes_per_s: float
     """HBM bandwidth, bytes/s."""
     scale_up_bytes_per_s: float
@@ -243,6 +246,7 @@ class GpuSpec:
             "bf16_flops_per_s",
             "fp8_flops_per_s",
             "tf32_flops_per_s",
+            "fp4_flops_per_s",
             "hbm_bytes_per_s",
             "scale_up_bytes_per_s",
             "scale_up_domain_size",

@@ -147,7 +147,11 @@ def add_serving(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--prompt-len", type=int, required=True)
     group.add_argument("--output-len", type=int, required=True)
     group.add_argument("--concurrency", type=int, required=True)
-    group.add_argument("--weights-dtype", choices=("bf16", "fp8", "int8", "int4"), default="bf16")
+    group.add_argument(
+        "--weights-dtype",
+        choices=("bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"),
+        default="bf16",
+    )
     group.add_argument("--kv-dtype", choices=("bf16", "fp8"), default="bf16")
 
 

@@ -127,15 +127,20 @@ def weight_bytes_per_param(dtype: WeightDType, assumptions: MemoryAssumptions) -
 
     Source: fp8 128x128 blocks with one fp32 scale (DeepSeek-V3 report, arXiv:2412.19437,
     sec. 3.3.2); int8 one bf16 scale per output channel of ~8192 inputs (SmoothQuant,
-    arXiv:2211.10438); int4 one bf16 scale per group (``int4_group_size``).
+    arXiv:2211.10438); int4 one bf16 scale per group (``int4_group_size``); NVFP4 one FP8
+    (E4M3) scale per 16 values (NVIDIA's NVFP4 format, per-tensor fp32 scale left out); MXFP4
+    one E8M0 (1-byte) scale per 32 values (OCP Microscaling Formats v1.0 spec, sec. 5).
     """
     scale_bytes = {
         "bf16": 0.0,
         "fp8": 4.0 / (128 * 128),
         "int8": 2.0 / 8192,
         "int4": 2.0 / assumptions.int4_group_size,
+        "nvfp4": 1.0 / 16,
+        "mxfp4": 1.0 / 32,
     }[dtype]
-    return BYTES_PER_DTYPE[dtype] + scale_bytes
+    values = 0.5 if dtype in ("nvfp4", "mxfp4") else BYTES_PER_DTYPE[dtype]  # E2M1: 4 bits
+    return values + scale_bytes
 
 
 def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: KvDType) -> float:

@@ -127,11 +127,15 @@ def _collective_s(case: _Case, kind: CollectiveKind, size_bytes: float, axis: Gr
 
 
 def peak_flops_per_s(cluster: ClusterSpec, weights_dtype: WeightDType) -> float:
-    """Dense peak FLOP/s of the GEMMs: fp8 weights run fp8 GEMMs where the GPU has them; int8
-    and int4 are taken as weight-only (dequantised to bf16)."""
+    """Dense peak FLOP/s of the GEMMs: fp8 weights run fp8 GEMMs where the GPU has them; NVFP4
+    and MXFP4 run FP4 GEMMs only where the GPU has FP4 tensor cores (Blackwell: B200, GB200);
+    elsewhere they, int8 and int4 are weight-only (dequantised to bf16, as vLLM's Marlin
+    kernels run FP4 checkpoints on Hopper)."""
     gpu = cluster.gpu
     if weights_dtype == "fp8" and gpu.fp8_flops_per_s:
         return gpu.fp8_flops_per_s
+    if weights_dtype in ("nvfp4", "mxfp4") and gpu.fp4_flops_per_s:
+        return gpu.fp4_flops_per_s
     return gpu.bf16_flops_per_s
 
 

@@ -209,7 +209,7 @@ def _serving_workload() -> None:
         "Concurrent requests per replica", min_value=1, max_value=1 << 24, key=key("concurrency")
     )
     left, right = st.columns(2)
-    left.selectbox("Weights", ("bf16", "fp8", "int8", "int4"), key=key("weights"))
+    left.selectbox("Weights", ("bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"), key=key("weights"))
     right.selectbox("KV cache", ("bf16", "fp8"), key=key("kv"))
 
 
