@@ -37,6 +37,7 @@ from explorer.memory.serving import (
 )
 from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
+from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
 from explorer.units import BYTES_PER_DTYPE
 
@@ -86,6 +87,7 @@ class _StageFlops:
     experts: float  # the top-k routed experts
     attention_per_key: float  # scores and values, per token and per key in context
     logits: float
+    decode_attention_per_key: float  # the same in decode (MLA: absorbed, explorer.serving.mla)
 
 
 @lru_cache(maxsize=4096)
@@ -100,7 +102,8 @@ def _stage_flops(model: ModelSpec, layers: tuple[int, ...], has_lm_head: bool) -
         experts += expert
         per_key += block.attention_core
     logits = 2.0 * model.hidden_size * model.vocab_size if has_lm_head else 0.0
-    return _StageFlops(dense, experts, per_key, logits)
+    absorbed = absorbed_attention_flops_per_key(model) * len(layers) if model.is_mla else per_key
+    return _StageFlops(dense, experts, per_key, logits, absorbed)
 
 
 def _group(cluster: ClusterSpec, name: GroupName, size: int, stride: int) -> GroupPlacement:
@@ -157,7 +160,8 @@ def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefi
     model, lay, a = case.model, case.layout, case.a
     if tokens <= 0:
         return 0.0
-    flops = tokens * (f.dense + f.attention_per_key * context) / lay.tp  # per attention group
+    per_key = f.attention_per_key if prefill else f.decode_attention_per_key
+    flops = tokens * (f.dense + per_key * context) / lay.tp  # per attention group
     # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace
     imbalance = expert_imbalance(
         model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
