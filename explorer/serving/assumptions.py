@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from explorer.comm.collectives import LinkEfficiency
@@ -23,10 +24,10 @@ class ServingAssumptions:
     memory: MemoryAssumptions = field(default_factory=MemoryAssumptions)
     """Engine memory assumptions (headroom, paged blocks, prefill chunk, runtime, buffers)."""
     prefill_compute_efficiency: float = 0.6
-    """Fraction of dense peak FLOP/s prefill reaches. Source: large bf16 GEMMs on H100 reach
-    about 70% of the dense peak (cuBLAS); attention and non-GEMM kernels take some of it."""
-    decode_compute_efficiency: float = 0.4
-    """Fraction of peak FLOP/s small-batch decode GEMMs reach (skinny matrices, split-K)."""
+    """Fraction of dense peak FLOP/s a large GEMM reaches (a prefill chunk, or a decode step
+    with many tokens); ``gemm_efficiency`` scales it down for GEMMs of few rows. Source:
+    large bf16 GEMMs on H100 reach about 70% of the dense peak (cuBLAS); attention and
+    non-GEMM kernels take some of it."""
     hbm_efficiency: float = 0.8
     """Fraction of HBM bandwidth decode kernels sustain. Source: memory-bound GEMV and paged
     attention kernels on H100 measure 75-85% of the data-sheet bandwidth."""
@@ -65,7 +66,6 @@ class ServingAssumptions:
     def __post_init__(self) -> None:
         for name in (
             "prefill_compute_efficiency",
-            "decode_compute_efficiency",
             "hbm_efficiency",
         ):
             if not 0 < getattr(self, name) <= 1:
@@ -83,9 +83,22 @@ class ServingAssumptions:
             raise ValueError(f"comm_overlap must be in [0, 1], got {self.comm_overlap}")
 
 
+GEMM_TILE_ROWS = 64
+"""Rows a tensor-core GEMM pads its M dimension to: the smallest M of Hopper's warpgroup MMA
+(``wgmma.mma_async`` shapes m64nNk16, PTX ISA 8.0, sec. 9.7.14) and of Blackwell's 1-SM
+``tcgen05.mma`` (M = 64 or 128). A step's tokens are the GEMM's rows."""
+
+
 def gemm_efficiency(a: ServingAssumptions, tokens_per_step: float, prefill: bool) -> float:
-    """Fraction of peak FLOP/s a serving step's GEMMs reach with ``tokens_per_step`` rows per
-    attention group: the prefill or decode assumption today. The one place a kernel model
-    (GEMM efficiency by shape, explorer.compute) replaces, so every step formula reads it."""
-    del tokens_per_step  # the named assumptions do not depend on it yet
-    return a.prefill_compute_efficiency if prefill else a.decode_compute_efficiency
+    """Fraction of peak FLOP/s a serving step's GEMM reaches with ``tokens_per_step`` rows (the
+    tokens of an attention group; an expert's routed copies): a large GEMM's efficiency times
+    the share of the padded tile rows that carry tokens, tokens / (64 ceil(tokens / 64)).
+    Below the memory-to-compute crossover the roofline's memory term binds instead (a GEMM of
+    few rows reads its whole weight matrix for them). The phase does not change it: a decode
+    step of many sequences runs GEMMs as large as a prefill chunk's. The one place a kernel
+    model (GEMM efficiency by shape, explorer.compute) replaces."""
+    del prefill  # the shape, not the phase, sets the efficiency
+    if not math.isfinite(tokens_per_step) or tokens_per_step <= 0:
+        return a.prefill_compute_efficiency
+    padded = GEMM_TILE_ROWS * math.ceil(tokens_per_step / GEMM_TILE_ROWS)
+    return a.prefill_compute_efficiency * tokens_per_step / padded

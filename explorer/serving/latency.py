@@ -18,6 +18,7 @@ Left out: see ``LEAVES_OUT`` (explorer.serving.assumptions).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -156,20 +157,26 @@ def _comm_s(case: _Case, shape: StageShape, tokens: float) -> float:
 
 
 def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
-    """Seconds of one stage's FLOPs for ``tokens`` per attention group, ``context`` keys each."""
+    """Seconds of one stage's FLOPs for ``tokens`` per attention group, ``context`` keys each:
+    each GEMM at the efficiency of its rows (``gemm_efficiency``), attention at that of a
+    large GEMM (its rows are heads x tokens)."""
     model, lay, a = case.model, case.layout, case.a
     if tokens <= 0:
         return 0.0
     per_key = f.attention_per_key if prefill else f.decode_attention_per_key
-    flops = tokens * (f.dense + per_key * context) / lay.tp  # per attention group
-    # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace
+    seconds = tokens * f.dense / lay.tp / gemm_efficiency(a, tokens, prefill)
+    seconds += tokens * per_key * context / lay.tp / gemm_efficiency(a, math.inf, prefill)
+    # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace; each
+    # expert's GEMM gets the token copies routed to it (ep groups x tokens x k / slots)
     imbalance = expert_imbalance(
         model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
     )
-    flops += tokens * f.experts / lay.tp * imbalance
-    flops += (1.0 if prefill else tokens) * f.logits / lay.tp  # last token of each sequence
-    efficiency = gemm_efficiency(a, tokens, prefill)
-    return flops / (efficiency * peak_flops_per_s(case.cluster, case.workload.weights_dtype))
+    slots = expert_slots(model, lay.redundant_experts)
+    rows = tokens * lay.ep * model.num_experts_per_tok / slots if slots else tokens
+    seconds += tokens * f.experts / lay.tp * imbalance / gemm_efficiency(a, rows, prefill)
+    heads = 1.0 if prefill else tokens  # the LM head runs on the last token of each sequence
+    seconds += heads * f.logits / lay.tp / gemm_efficiency(a, heads, prefill)
+    return seconds / peak_flops_per_s(case.cluster, case.workload.weights_dtype)
 
 
 def _mixed_stage_step(
