@@ -8,6 +8,7 @@ from explorer.memory.serving import ServingLayout
 from explorer.presets import load_gpu, load_model
 from explorer.serving import ServingAssumptions
 from explorer.serving.assumptions import gemm_efficiency
+from explorer.serving.deepep import copy_bytes, ep_exchange_s, nodes_reached
 from explorer.serving.latency import _Case, _slowest, _stage_flops
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ServingWorkload
@@ -51,3 +52,35 @@ def test_a_single_sequence_decode_stays_memory_bound_despite_the_padding():
     step = _slowest(case, 1.0, 1000.0, prefill=False)
     assert step.bound == "memory"
     assert step.compute_s < step.memory_s / 2
+
+
+def test_deepep_copy_bytes_fp8_dispatch_and_bf16_combine():
+    # 7168 fp8 values + 56 fp32 scales = 7392 bytes; combine 7168 x 2
+    assert copy_bytes(7168, True) == (7392.0, 14336.0)
+    assert copy_bytes(7168, False) == (14336.0, 14336.0)
+
+
+def test_node_limited_routing_caps_the_nodes_a_token_reaches():
+    # 4 nodes: 4 (1 - (3/4)^8) = 3.5995...; 8 nodes: 8 (1 - (7/8)^8) = 5.25, capped at the
+    # 4 groups' nodes (DeepSeek-V3: at most 4 nodes); 9 nodes: groups span 2 nodes, cap 8
+    assert nodes_reached(DEEPSEEK_V3, 4) == pytest.approx(4 * (1 - 0.75**8), rel=1e-12)
+    assert nodes_reached(DEEPSEEK_V3, 8) == 4.0
+    assert nodes_reached(DEEPSEEK_V3, 9) == pytest.approx(9 * (1 - (8 / 9) ** 8), rel=1e-12)
+
+
+def test_deepep_exchange_by_hand_on_deepseeks_h800_cluster():
+    h800 = ClusterSpec(gpu=load_gpu("h800"), num_nodes=4)  # 50 GB/s NICs as DeepEP's
+    ep32 = ServingLayout(ep=32)
+    remote = 4 * (1 - 0.75**8) * 3 / 4  # copies a token sends over RDMA, once per node
+    normal = ep_exchange_s(DEEPSEEK_V3, h800, ep32, 16384, False, True)
+    assert normal == pytest.approx(16384 * remote * (7392 / 58e9 + 14336 / 57e9), rel=1e-12)
+    low = ep_exchange_s(DEEPSEEK_V3, h800, ep32, 128, True, True)
+    # DeepEP's EP32 low-latency row: 128 tokens, dispatch 155 us, combine 273 us
+    assert low == pytest.approx(128 * 8 * (7392 / 48e9 + 14336 / 53e9), rel=1e-12)
+    assert low == pytest.approx(155e-6 + 273e-6, rel=0.05)
+    one_node = ClusterSpec(gpu=load_gpu("h800"))
+    intra = ep_exchange_s(DEEPSEEK_V3, one_node, ServingLayout(ep=8), 4096, False, True)
+    scale = one_node.fast_bytes_per_s / 160e9
+    expected = 4096 * 8 * 7 / 8 * (7392 / (153e9 * scale) + 14336 / (158e9 * scale))
+    assert intra == pytest.approx(expected, rel=1e-12)
+    assert ep_exchange_s(DEEPSEEK_V3, one_node, ServingLayout(tp=8), 4096, False, True) == 0.0

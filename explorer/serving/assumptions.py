@@ -51,6 +51,10 @@ class ServingAssumptions:
     SGLang's blog use 32 (256 + 32 = 288 slots: EP 32, 72, 144)."""
     allow_tp_across_nodes: bool = False
     """Accept TP groups larger than the scale-up domain (with a warning) instead of rejecting."""
+    ep_fp8_dispatch: bool = True
+    """Whether the EP dispatch sends tokens in FP8 (with 1 x 128 scales) when the expert GEMMs
+    take FP8 or FP4 inputs; combine stays bf16. Source: DeepEP README (FP8 dispatching, BF16
+    combining), as SGLang and TensorRT-LLM's wide-EP run DeepSeek."""
     kv_transfer_overlap: bool = True
     """Whether a disaggregated prefill pool sends each block's KV cache while the later blocks
     compute (layer-wise transfer: Splitwise, Patel et al. 2024, arXiv:2311.18677, sec. 4.3;

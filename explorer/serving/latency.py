@@ -37,6 +37,7 @@ from explorer.memory.serving import (
     weight_bytes_per_param,
 )
 from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
+from explorer.serving.deepep import ep_exchange_s
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
@@ -143,17 +144,17 @@ def peak_flops_per_s(cluster: ClusterSpec, weights_dtype: WeightDType) -> float:
     return gpu.bf16_flops_per_s
 
 
-def _comm_s(case: _Case, shape: StageShape, tokens: float) -> float:
-    """Exposed seconds of one stage step's TP all-reduces and EP all-to-alls."""
-    model = case.model
+def _comm_s(case: _Case, shape: StageShape, tokens: float, low_latency: bool = False) -> float:
+    """Exposed seconds of one stage step's TP all-reduces and EP dispatch + combine (DeepEP's
+    normal kernels, or its low-latency ones in a decode-only step: explorer.serving.deepep)."""
+    model, a = case.model, case.a
     hidden = tokens * model.hidden_size * ACTIVATION_BYTES
     # 2 all-reduces per block (after attention, after the MLP): Shoeybi et al. 2019, sec. 3
     reduce = _collective_s(case, "all-reduce", hidden, "tp")
-    # dispatch + combine per MoE block; each TP rank sends its 1/tp share of the token copies
-    copies = hidden * model.num_experts_per_tok / case.layout.tp
-    a2a = _collective_s(case, "all-to-all", copies, "ep")
-    total = 2 * len(shape.layers) * reduce + 2 * shape.num_moe_layers * a2a
-    return total * (1 - case.a.comm_overlap)
+    fp8 = a.ep_fp8_dispatch and case.workload.weights_dtype in ("fp8", "nvfp4", "mxfp4")
+    exchange = ep_exchange_s(model, case.cluster, case.layout, tokens, low_latency, fp8)
+    total = 2 * len(shape.layers) * reduce + shape.num_moe_layers * exchange
+    return total * (1 - a.comm_overlap)
 
 
 def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
@@ -206,7 +207,7 @@ def _mixed_stage_step(
     kv = decode * context * shape.kv_bytes_per_token
     read = shape.read_bytes + experts + kv
     memory_s = read / (a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s)
-    comm = _comm_s(case, shape, tokens) if comm_s is None else comm_s
+    comm = _comm_s(case, shape, tokens, prefill == 0) if comm_s is None else comm_s
     return Roofline(compute_s, memory_s, comm)
 
 
@@ -250,14 +251,15 @@ class EngineStep:
         w, a = workload, assumptions
         self._case = _Case(model, cluster, layout, workload, assumptions)
         self._shapes = stage_shapes(model, layout, w.weights_dtype, w.kv_dtype, a.memory)
-        self._comm: dict[float, tuple[tuple[float, ...], float]] = {}
+        self._comm: dict[tuple[float, bool], tuple[tuple[float, ...], float]] = {}
 
-    def _communication(self, tokens: float) -> tuple[tuple[float, ...], float]:
+    def _communication(self, tokens: float, low_latency: bool) -> tuple[tuple[float, ...], float]:
         """(per-stage exposed collectives, pipeline handoff) seconds for ``tokens``."""
-        if tokens not in self._comm:
-            per_stage = tuple(_comm_s(self._case, s, tokens) for s in self._shapes)
-            self._comm[tokens] = (per_stage, _handoff_s(self._case, tokens))
-        return self._comm[tokens]
+        key = (tokens, low_latency)
+        if key not in self._comm:
+            per_stage = tuple(_comm_s(self._case, s, tokens, low_latency) for s in self._shapes)
+            self._comm[key] = (per_stage, _handoff_s(self._case, tokens))
+        return self._comm[key]
 
     def seconds(
         self,
@@ -273,7 +275,7 @@ class EngineStep:
         lay, q = self._case.layout, tokens_per_seq
         share = lay.pp * lay.ep  # micro-batches x attention groups
         decode, prefill = decode_seqs / share, prefill_tokens / share
-        comm, handoff = self._communication(decode * q + prefill)
+        comm, handoff = self._communication(decode * q + prefill, prefill_tokens == 0)
         stage_s = max(
             _mixed_stage_step(
                 self._case, s, decode, context, prefill, prefill_keys, c, per_seq=q
