@@ -213,3 +213,20 @@ def test_serve_speculative_reports_the_draft_and_fails_cleanly_without_one(capsy
         main(["serve", *args, "--speculative", "draft"])
     assert exit_info.value.code == 2
     assert "needs --draft-model" in capsys.readouterr().err
+
+
+def test_serve_says_which_deepseek_r1_layouts_fit_two_h100_nodes(capsys):
+    # DeepSeek-R1 671B: the deepseek-v3 preset's architecture
+    args = ["--model", "deepseek-v3", "--gpu", "h100-sxm", "--gpus", "16", "--prompt-len",
+            "4096", "--output-len", "1024", "--concurrency", "32", "--weights-dtype", "fp8"]  # fmt: skip
+    data = serve_json(capsys, *args)
+    capacity = data["capacity"]
+    rows = {r["label"]: r for r in capacity["rows"]}
+    assert set(rows) == {e["label"] for e in data["layouts"]}
+    holding = [r for r in capacity["rows"] if r["users"]["4096"] > 0]
+    assert capacity["sentences"][0].startswith(f"{len(holding)} of {len(rows)} valid layouts")
+    # one node's 8 x 80 GB cannot hold 671B fp8 weights: the single-node layouts hold nobody
+    assert rows["TP8 PP1 EP1 x2"]["users"]["4096"] == 0
+    assert main(["serve", *args]) == 0
+    text = capsys.readouterr().out
+    assert "users at a context" in text and "Most users:" in text

@@ -24,3 +24,17 @@ def test_the_serving_page_simulates_its_best_layout_under_users():
     assert (table["p50 (ms)"] <= table["p90 (ms)"]).all()
     assert (table["p90 (ms)"] <= table["p99 (ms)"]).all() and (table["p50 (ms)"] > 0).all()
     assert any("output tokens/s" in c.value and "preemptions" in c.value for c in at.caption)
+
+
+def test_the_serving_page_says_how_many_users_each_layout_holds_by_context():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["workload"] = "serving"
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert any("valid layouts hold a user at 4K tokens" in m.value for m in at.markdown)
+    tables = [d.value for d in at.dataframe if "users at 4K" in d.value.columns]
+    assert len(tables) == 1
+    users = tables[0]
+    assert (users["users at 4K"] >= users["users at 32K"]).all()
+    assert (users["users at 32K"] >= users["users at 128K"]).all()

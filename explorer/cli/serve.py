@@ -32,6 +32,7 @@ from explorer.serving import (
     plan_serving,
     serving_answers,
 )
+from explorer.serving.capacity import CapacityRow, capacity_rows, capacity_sentences
 from explorer.serving.disaggregated import Disaggregated, PoolRate, plan_disaggregated
 from explorer.serving.scheduler import EngineLoad, LoadResult, Percentiles, serve_under_load
 from explorer.serving.speculative import Speculation, SpeculativeDecode, speculative_decode
@@ -222,6 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     load_from(args)  # bad load flags fail before the plan runs
     speculation = speculation_from(args)
     plan = plan_serving(model, cluster, args.gpus, workload, assumptions)
+    rows = capacity_rows(model, cluster, plan, workload, assumptions)
     return {
         "model": model.name,
         "gpu": cluster.gpu.name,
@@ -233,6 +235,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "pareto": [dataclasses.asdict(p) for p in plan.pareto if p.pareto],
         "sweep": [dataclasses.asdict(p) for p in plan.pareto],
         "answers": list(serving_answers(plan)),
+        "capacity": {
+            "sentences": list(capacity_sentences(model, cluster, rows, workload)),
+            "rows": [capacity_json(r) for r in rows],
+        },
         "assumptions": dataclasses.asdict(assumptions),
         "leaves_out": LEAVES_OUT,
         "calibration": calibration_json(args, figures),
@@ -246,6 +252,18 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             if args.disaggregate
             else None
         ),
+    }
+
+
+def capacity_json(r: CapacityRow) -> dict[str, object]:
+    """One layout's memory and users by context (bytes per GPU, users all replicas)."""
+    return {
+        "label": r.label,
+        "fits": r.estimate.fits,
+        "weights_bytes": r.weights_bytes,
+        "kv_free_bytes": r.kv_free_bytes,
+        "kv_bytes_per_token_per_gpu": r.kv_bytes_per_token_per_gpu,
+        "users": {str(context): n for context, n in r.users},
     }
 
 
@@ -362,6 +380,7 @@ def render(result: dict) -> str:
     ]
     lines += [f"  rejected {_label(r)}: {r['reason']}" for r in result["rejected"]]
     lines += [f"- {answer}" for answer in result["answers"]]
+    lines += _capacity_lines(result["capacity"])
     if result.get("under_load"):
         lines.append(_load_line(result["under_load"]))
     if result.get("speculative"):
@@ -424,3 +443,24 @@ def _speculative_line(r: dict) -> str:
         f"{r['speedup']:.2f}x plain decode, {r['extra_bytes_per_gpu'] / GiB:.2f} GiB more a GPU"
         f"{fit}."
     )
+
+
+CAPACITY_ROWS = 8
+"""Layouts the text output's users-by-context table shows (the JSON has every one)."""
+
+
+def _capacity_lines(capacity: dict) -> list[str]:
+    lines = [f"- {sentence}" for sentence in capacity["sentences"]]
+    rows = capacity["rows"][:CAPACITY_ROWS]
+    if not rows:
+        return lines
+    contexts = list(rows[0]["users"])
+    head = "".join(f"{int(c) // 1024:>8}K" for c in contexts)
+    lines.append(f"  users at a context   {head}   weights  KV free (GiB/GPU)")
+    for r in rows:
+        users = "".join(f"{r['users'][c]:>9,}" for c in contexts)
+        lines.append(
+            f"  {r['label']:<20}{users}   {r['weights_bytes'] / GiB:7.1f}  "
+            f"{r['kv_free_bytes'] / GiB:7.1f}"
+        )
+    return lines

@@ -8,8 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from explorer.scenario import Scenario
+from explorer.serving.capacity import capacity_rows, capacity_sentences
 from explorer.serving.estimate import fitted
 from explorer.ui import cached, inputs
+from explorer.ui.assumptions import serving_assumptions
 from explorer.ui.format import seconds
 from explorer.ui.pages import chart, expected_error, header, run_page
 from explorer.units import GiB
@@ -68,6 +70,38 @@ def _table(plan: ServingPlan) -> None:
                 hide_index=True,
                 width="stretch",
             )
+
+
+def _capacity(case: ServingCase, scenario: Scenario, plan: ServingPlan) -> None:
+    """Which layouts fit, users by context and why (explorer.serving.capacity)."""
+    st.markdown("#### Concurrent users by context")
+    a = serving_assumptions(dict(scenario.assumptions))
+    rows = capacity_rows(case.model, case.cluster, plan, case.workload, a)
+    for sentence in capacity_sentences(case.model, case.cluster, rows, case.workload):
+        st.markdown(f"- {sentence}")
+    table = pd.DataFrame(
+        [
+            {
+                "layout": r.label,
+                **{f"users at {c // 1024}K": n for c, n in r.users},
+                "weights (GiB/GPU)": r.weights_bytes / GiB,
+                "free for KV (GiB/GPU)": r.kv_free_bytes / GiB,
+                "KV bytes a token a GPU": r.kv_bytes_per_token_per_gpu,
+            }
+            for r in rows
+        ]
+    )
+    fmt = st.column_config.NumberColumn
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "weights (GiB/GPU)": fmt(format="%.1f"),
+            "free for KV (GiB/GPU)": fmt(format="%.1f"),
+            "KV bytes a token a GPU": fmt(format="%.0f"),
+        },
+    )
 
 
 def _under_load(case: ServingCase, scenario: Scenario, best: ServingEstimate) -> None:
@@ -136,6 +170,7 @@ def render(scenario: Scenario) -> None:
         chart(frontier, "serving_frontier")
     st.markdown("#### Every layout (best first)")
     _table(plan)
+    _capacity(case, scenario, plan)
     if fitting:
         _under_load(case, scenario, fitting[0])
     st.caption(f"Left out of the serving model: {cached.serving_leaves_out()}.")
