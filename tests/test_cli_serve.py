@@ -218,7 +218,8 @@ def test_serve_speculative_reports_the_draft_and_fails_cleanly_without_one(capsy
 def test_serve_says_which_deepseek_r1_layouts_fit_two_h100_nodes(capsys):
     # DeepSeek-R1 671B: the deepseek-v3 preset's architecture
     args = ["--model", "deepseek-v3", "--gpu", "h100-sxm", "--gpus", "16", "--prompt-len",
-            "4096", "--output-len", "1024", "--concurrency", "32", "--weights-dtype", "fp8"]  # fmt: skip
+            "4096", "--output-len", "1024", "--concurrency", "32",
+            "--weights-dtype", "fp8"]  # fmt: skip
     data = serve_json(capsys, *args)
     capacity = data["capacity"]
     rows = {r["label"]: r for r in capacity["rows"]}
