@@ -5,12 +5,17 @@ Modules, in import order: ``assumptions`` (efficiencies, what is left out), ``ex
 rooflines, mixed prefill + decode steps, TTFT, ITL under the token budget, the HBM bound),
 ``layouts`` (enumeration, rules, warnings), ``estimate`` (one layout at one concurrency),
 ``frontier`` (Pareto), ``planner`` (every layout of N GPUs and the answers in sentences),
-``scheduler`` (an engine under load: arrivals, batching, KV admission, percentiles).
+``scheduler`` (an engine under load: arrivals, batching, KV admission, percentiles),
+``mla`` (absorbed MLA decode), ``deepep`` (EP dispatch and combine as DeepEP runs them),
+``disaggregated`` (prefill and decode pools, the KV transfer, the balancing split),
+``speculative`` (MTP and draft models), ``capacity`` (users by context, in sentences).
 Memory conventions: explorer.memory.serving_layout.
 """
 
 from explorer.memory.serving import MemoryAssumptions, ServingLayout, ServingMemory
 from explorer.serving.assumptions import LEAVES_OUT, ServingAssumptions
+from explorer.serving.capacity import CapacityRow, capacity_rows, capacity_sentences
+from explorer.serving.disaggregated import Disaggregated, plan_disaggregated
 from explorer.serving.estimate import ServingEstimate, estimate_serving
 from explorer.serving.frontier import DEFAULT_CONCURRENCIES, ParetoPoint, mark_pareto, pareto_points
 from explorer.serving.latency import (
@@ -23,11 +28,14 @@ from explorer.serving.latency import (
 from explorer.serving.layouts import layout_problem, layout_warnings, serving_layouts
 from explorer.serving.planner import ServingPlan, plan_serving, serving_answers
 from explorer.serving.scheduler import EngineLoad, LoadResult, serve_under_load
+from explorer.serving.speculative import Speculation, SpeculativeDecode, speculative_decode
 
 __all__ = [
     "DEFAULT_CONCURRENCIES",
     "LEAVES_OUT",
     "Bound",
+    "CapacityRow",
+    "Disaggregated",
     "EngineLoad",
     "LoadResult",
     "MemoryAssumptions",
@@ -38,6 +46,10 @@ __all__ = [
     "ServingLayout",
     "ServingMemory",
     "ServingPlan",
+    "Speculation",
+    "SpeculativeDecode",
+    "capacity_rows",
+    "capacity_sentences",
     "estimate_serving",
     "experts_touched",
     "layout_problem",
@@ -46,8 +58,10 @@ __all__ = [
     "memory_bound_tokens_per_s",
     "pareto_points",
     "peak_flops_per_s",
+    "plan_disaggregated",
     "plan_serving",
     "serve_under_load",
     "serving_answers",
     "serving_layouts",
+    "speculative_decode",
 ]

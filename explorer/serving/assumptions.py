@@ -10,9 +10,11 @@ from explorer.memory.serving import MemoryAssumptions
 
 LEAVES_OUT = (
     "scheduler overheads (the queueing of an engine under load is in explorer.serving."
-    "scheduler), speculative decoding (and the MTP module), prefix caching, overlap of "
-    "communication with compute (two-batch overlap), MLA's absorbed decode kernels, GEMM "
-    "efficiency by tokens per step, kernel launch gaps, CPU sampling and detokenisation"
+    "scheduler), speculative decoding in the plan and the scheduler (explorer.serving."
+    "speculative costs it for one layout), prefix caching in the scheduler and KV sharing "
+    "between sequences, overlap of communication with compute (two-batch overlap), attention "
+    "kernels' efficiency by KV length, load imbalance between attention data-parallel groups, "
+    "kernel launch gaps, CPU sampling and detokenisation"
 )
 """What the serving model leaves out, shown with every result."""
 
