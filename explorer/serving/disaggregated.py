@@ -231,11 +231,9 @@ def pool_layouts(
     model: ModelSpec, cluster: ClusterSpec, num_gpus: int, a: ServingAssumptions
 ) -> list[ServingLayout]:
     """Single-replica layouts of fewer than ``num_gpus`` GPUs that can run (a pool of each
-    kind must leave room for the other)."""
+    kind must leave room for the other; 16 + 8 of 24 GPUs is a split too)."""
     out = []
     for size in range(1, num_gpus):
-        if num_gpus % size:
-            continue
         for plain in serving_layouts(size):
             if plain.replicas != 1:
                 continue
