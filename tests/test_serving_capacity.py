@@ -10,6 +10,8 @@ import pytest
 
 from explorer.memory.serving import max_concurrency
 from explorer.presets import load_gpu, load_model
+from explorer.report import build_report
+from explorer.scenario import Scenario, ServingInputs
 from explorer.serving import plan_serving
 from explorer.serving.capacity import capacity_rows, capacity_sentences
 from explorer.specs import ClusterSpec, ServingWorkload
@@ -82,3 +84,12 @@ def test_users_fall_with_context_as_the_kv_cache_per_user_grows():
     best = rows[0]
     # 32 times the tokens a user: at most 1/32 of the users plus paging slack
     assert best.users[2][1] <= best.users[0][1] / 32 + 1
+
+
+def test_the_serving_report_carries_the_users_by_context():
+    report = build_report(Scenario(workload="serving", serving=ServingInputs(concurrency=16)))
+    section = report.section("serving")
+    assert any("valid layouts hold a user at 4K tokens" in b for b in section.bullets)
+    table = next(t for t in section.tables if t.title == "Concurrent users by context")
+    users = table.frame["users at 4K tokens"]
+    assert (users >= table.frame["users at 128K tokens"]).all() and users.iloc[0] > 0

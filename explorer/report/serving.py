@@ -13,6 +13,7 @@ import pandas as pd
 
 from explorer.report.tables import Section, Table
 from explorer.serving import LEAVES_OUT, ServingAssumptions, ServingEstimate, ServingPlan
+from explorer.serving.capacity import CapacityRow, capacity_rows, capacity_sentences
 from explorer.serving.estimate import fitted
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 from explorer.units import GiB
@@ -116,15 +117,41 @@ def rejected_table(plan: ServingPlan) -> Table:
     return Table("Rejected serving layouts", frame, note=note)
 
 
+def capacity(case: ServingCase) -> tuple[CapacityRow, ...]:
+    """Users by context of every valid layout (explorer.serving.capacity)."""
+    return capacity_rows(case.model, case.cluster, case.plan, case.workload, case.assumptions)
+
+
+def capacity_table(rows: tuple[CapacityRow, ...]) -> Table:
+    frame = pd.DataFrame(
+        [
+            {
+                "layout": r.label,
+                **{f"users at {c // 1024}K tokens": n for c, n in r.users},
+                "weights (GiB/GPU)": round(r.weights_bytes / GiB, 1),
+                "free for KV (GiB/GPU)": round(r.kv_free_bytes / GiB, 1),
+            }
+            for r in rows[:TOP]
+        ]
+    )
+    note = "Users all replicas hold, each at prompt + output = the context, nothing else cached."
+    return Table("Concurrent users by context", frame, note=note)
+
+
 def plan_section(case: ServingCase, answers: tuple[str, ...]) -> Section:
-    """The planner's answers in sentences, its best layouts, the rejected ones."""
+    """The planner's answers in sentences, its best layouts, the rejected ones, and the
+    users each layout holds by context."""
+    rows = capacity(case)
     tables = [layouts_table(case.plan)]
     if case.plan.rejected:
         tables.append(rejected_table(case.plan))
+    if rows:
+        tables.append(capacity_table(rows))
+    sentences = capacity_sentences(case.model, case.cluster, rows, case.workload)
     return Section(
         "serving",
         "Serving plan",
-        bullets=answers,
+        bullets=(*answers, *sentences),
         tables=tuple(tables),
         figures=("serving_memory", "serving_frontier"),
     )
