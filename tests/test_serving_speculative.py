@@ -87,3 +87,8 @@ def test_prefix_cache_hits_shrink_ttft():
     assert 0.5 * plain.ttft_s < half.ttft_s < plain.ttft_s
     with pytest.raises(ValueError, match="prefix_cache_hit_rate"):
         ServingAssumptions(prefix_cache_hit_rate=1.0)
+
+
+def test_mtp_needs_a_model_with_an_mtp_module():
+    with pytest.raises(ValueError, match="no multi-token-prediction module"):
+        speculative_decode(LLAMA_70B, H200_NODE, ServingLayout(tp=4), W, Speculation(), A)

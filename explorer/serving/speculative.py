@@ -165,6 +165,10 @@ def speculative_decode(
     """Decode with ``spec`` on ``layout`` at the workload's concurrency per replica (the
     module docstring's model), decodes alone in each step."""
     a = assumptions or ServingAssumptions()
+    if spec.kind == "mtp" and model.num_nextn_predict_layers == 0:
+        raise ValueError(
+            f"{model.name} has no multi-token-prediction module; speculate with a draft model"
+        )
     c, k = workload.concurrency, spec.draft_tokens
     context = workload.prompt_len + workload.output_len / 2
     target = EngineStep(model, cluster, layout, workload, a)
