@@ -3,11 +3,13 @@ Little's law, static against continuous batching, preemption and the caps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from explorer.memory.serving import ServingLayout
 from explorer.presets import load_gpu, load_model
-from explorer.serving import estimate_serving
+from explorer.serving import ServingAssumptions, estimate_serving
 from explorer.serving import scheduler as sched
 from explorer.serving.scheduler import EngineLoad, serve_under_load, simulate
 from explorer.specs import ClusterSpec, ServingWorkload
@@ -140,3 +142,21 @@ def test_the_kv_pool_holds_what_max_concurrency_counts_in_whole_sequences():
     # max_concurrency also keeps one fp32 logit row per sequence (0.5 MB against 105 MB of
     # KV per GPU here), so it is lower by under 1%
     assert most <= tokens // per_sequence <= 1.01 * most
+
+
+def test_prefix_cache_hits_skip_their_chunks_and_match_the_estimates_ttft():
+    load = EngineLoad(users=1, num_requests=1)
+    # 3 chunks of 8192 with the first 8192 tokens cached: 2 chunks, then 49 decode steps
+    r = simulate(constant_step, load, 3 * 8192, 50, BIG_CACHE, cached_tokens=8192)
+    assert r.ttft.p50_s == pytest.approx(2 * TAU_S, rel=REL)
+    assert r.steps == 2 + 49
+    a = replace(ServingAssumptions(), prefix_cache_hit_rate=0.5)
+    w = ServingWorkload(prompt_len=2048, output_len=512, concurrency=1)
+    sim = serve_under_load(LLAMA_70B, H100_NODE, TP8, w, load, a)
+    e = estimate_serving(LLAMA_70B, H100_NODE, TP8, w, a)
+    plain = estimate_serving(LLAMA_70B, H100_NODE, TP8, w)
+    assert e.ttft_s is not None and plain.ttft_s is not None
+    assert sim.ttft.p50_s == pytest.approx(e.ttft_s, rel=1e-9)  # 1024 new tokens, 1536 keys
+    assert e.ttft_s < plain.ttft_s
+    with pytest.raises(ValueError, match="cached tokens"):
+        simulate(constant_step, load, 100, 50, BIG_CACHE, cached_tokens=100)

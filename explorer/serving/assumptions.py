@@ -11,8 +11,7 @@ from explorer.memory.serving import MemoryAssumptions
 LEAVES_OUT = (
     "scheduler overheads (the queueing of an engine under load is in explorer.serving."
     "scheduler), speculative decoding in the plan and the scheduler (explorer.serving."
-    "speculative costs it for one layout), prefix caching in the scheduler and KV sharing "
-    "between sequences, overlap of communication with compute (two-batch overlap), attention "
+    "speculative costs it for one layout), KV sharing of cached prefixes between sequences, overlap of communication with compute (two-batch overlap), attention "
     "kernels' efficiency by KV length, load imbalance between attention data-parallel groups, "
     "kernel launch gaps, CPU sampling and detokenisation"
 )

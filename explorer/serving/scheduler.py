@@ -126,6 +126,9 @@ class _Engine:
     output_len: int
     free_blocks: int
     block_tokens: int
+    cached_tokens: int = 0
+    """Prompt tokens each request finds in the prefix cache: not prefilled (their KV blocks
+    are the request's own, as sharing between sequences is left out)."""
     waiting: deque[_Request] = field(default_factory=deque)
     running: list[_Request] = field(default_factory=list)
     preemptions: int = 0
@@ -148,7 +151,8 @@ class _Engine:
         waits at the head of the queue to prefill its prompt and generated tokens again."""
         victim = self.running.pop()
         self.release(victim)
-        victim.prompt, victim.prefilled = self.prompt_len + victim.generated, 0
+        victim.prompt = self.prompt_len + victim.generated
+        victim.prefilled = victim.kv_tokens = self.cached_tokens  # the prefix is still cached
         self.waiting.appendleft(victim)
         self.preemptions += 1
 
@@ -180,8 +184,8 @@ class _Engine:
         static = self.load.batching == "static"
         while not static and self.waiting and len(self.running) < self.load.max_batch:
             r = self.waiting[0]
-            take = min(budget, r.prompt)
-            if take <= 0 or not self.grow(r, take):
+            take = min(budget, r.prompt - r.prefilled)
+            if take <= 0 or not self.grow(r, r.kv_tokens + take):
                 break
             self.running.append(self.waiting.popleft())
             chunks.append((r, take))
@@ -211,12 +215,17 @@ def simulate(
     output_len: int,
     kv_capacity_tokens: int,
     block_tokens: int = 16,
+    cached_tokens: int = 0,
 ) -> LoadResult:
     """Simulate one engine under ``load`` (its rate or users already this replica's share)
-    until ``load.num_requests`` requests finish (model in the module docstring)."""
+    until ``load.num_requests`` requests finish (model in the module docstring); each prompt
+    finds its first ``cached_tokens`` in the prefix cache."""
+    if not 0 <= cached_tokens < prompt_len:
+        raise ValueError(f"cached tokens must be in [0, {prompt_len}), got {cached_tokens}")
     count = min(load.num_requests, MAX_REQUESTS)
     note = f"cut to {MAX_REQUESTS:,} simulated requests" if load.num_requests > count else ""
-    e = _Engine(load, prompt_len, output_len, kv_capacity_tokens // block_tokens, block_tokens)
+    blocks = kv_capacity_tokens // block_tokens
+    e = _Engine(load, prompt_len, output_len, blocks, block_tokens, cached_tokens)
     if prompt_len + output_len > e.free_blocks * block_tokens:
         raise ValueError(
             f"one request of {prompt_len + output_len:,} tokens does not fit the KV cache of "
@@ -232,7 +241,9 @@ def simulate(
             note = f"stopped after {MAX_STEPS:,} steps with {len(done):,} requests finished"
             break
         while pending and pending[0] <= t:
-            e.waiting.append(_Request(pending.popleft(), prompt_len))
+            e.waiting.append(
+                _Request(pending.popleft(), prompt_len, cached_tokens, kv_tokens=cached_tokens)
+            )
         if not e.running and not e.waiting:
             if not pending:
                 break
@@ -334,9 +345,10 @@ def serve_under_load(
     )
     step = EngineStep(model, cluster, layout, workload, a)
     capacity = kv_capacity_tokens(model, cluster.gpu, layout, workload, a.memory)
+    cached = int(workload.prompt_len * a.prefix_cache_hit_rate)
     one = simulate(
         step.seconds, share, workload.prompt_len, workload.output_len, capacity,
-        a.memory.kv_block_tokens,
+        a.memory.kv_block_tokens, cached,
     )  # fmt: skip
     return replace(
         one,
