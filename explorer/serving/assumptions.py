@@ -11,9 +11,10 @@ from explorer.memory.serving import MemoryAssumptions
 LEAVES_OUT = (
     "scheduler overheads (the queueing of an engine under load is in explorer.serving."
     "scheduler), speculative decoding in the plan and the scheduler (explorer.serving."
-    "speculative costs it for one layout), KV sharing of cached prefixes between sequences, overlap of communication with compute (two-batch overlap), attention "
-    "kernels' efficiency by KV length, load imbalance between attention data-parallel groups, "
-    "kernel launch gaps, CPU sampling and detokenisation"
+    "speculative costs it for one layout), KV sharing of cached prefixes between sequences, "
+    "overlap of communication with compute (two-batch overlap), attention kernels' efficiency "
+    "by KV length, load imbalance between attention data-parallel groups, kernel launch gaps, "
+    "CPU sampling and detokenisation"
 )
 """What the serving model leaves out, shown with every result."""
 
