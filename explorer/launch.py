@@ -78,7 +78,7 @@ def pipeline_layout_string(stage_layers: tuple[int, ...], virtual: int) -> str:
     first stage and the loss on the last."""
     stages = []
     for chunk in range(virtual):
-        for rank, total in enumerate(stage_layers):
+        for total in stage_layers:
             share, extra = divmod(total, virtual)
             stages.append("t" * (share + (chunk < extra)))
     stages[0] = "E" + stages[0]

@@ -116,6 +116,7 @@ def layout_from(args: argparse.Namespace) -> Layout:
         recompute=args.recompute,
         sequence_parallel=args.sequence_parallel == "on",
         micro_batch_size=args.mbs,
+        stage_layers=getattr(args, "stage_layers", None),  # from --from-megatron/torchtitan
     )
 
 

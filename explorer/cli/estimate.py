@@ -23,6 +23,14 @@ from explorer.cli.args import (
     overrides_from,
     workload_from,
 )
+from explorer.cli.importing import (
+    LAYOUT_DESTS,
+    WORKLOAD_DESTS,
+    add_import,
+    apply_import,
+    imported_lines,
+    imported_result,
+)
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
@@ -65,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="percent of GPU memory kept free for the allocator (default 5)",
     )
     add_assume(group)
+    add_import(parser, LAYOUT_DESTS + WORKLOAD_DESTS[:-1])  # estimate takes no --gpus
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -107,6 +116,7 @@ def memory_json(result: TrainingMemory) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> dict:
+    apply_import(args)
     model, layout, workload = model_from(args), layout_from(args), workload_from(args)
     cluster = cluster_from(args, layout.world_size)
     assumptions = assumed(args, EstimateAssumptions(memory=assumptions_from(args)))
@@ -122,6 +132,7 @@ def run(args: argparse.Namespace) -> dict:
         **{k: v for k, v in timing.items() if k != "warnings"},
         "comm_warnings": [w for w in step.warnings if w not in result.warnings],
         "assumed": overrides_from(args, assumptions),
+        "imported": imported_result(args),
     }
 
 
@@ -148,7 +159,7 @@ def render(result: dict) -> str:
     lines += _step_lines(result)
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
-    return "\n".join(lines)
+    return "\n".join(lines + imported_lines(result))
 
 
 def _step_lines(result: dict) -> list[str]:

@@ -24,6 +24,13 @@ from explorer.cli.args import (
     overrides_from,
     space_choices,
 )
+from explorer.cli.importing import (
+    LAYOUT_DESTS,
+    WORKLOAD_DESTS,
+    add_import,
+    apply_import,
+    imported_result,
+)
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.report import ReportFormatUnavailable, build_report, report_json, report_markdown
 from explorer.report.assumptions import with_overrides
@@ -71,6 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_space(parser.add_argument_group("search (without LAYOUT, or with --rank)"))
     add_assume(parser)
+    # a report's scenario holds no expert TP or gradient dtype (see _unsupported)
+    dests = tuple(d for d in LAYOUT_DESTS + WORKLOAD_DESTS if d not in ("etp", "grad_dtype"))
+    add_import(parser, dests)
 
 
 # ------------------------------------------------------------------------------ scenario
@@ -210,6 +220,7 @@ def output_format(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> dict[str, object]:
     """Build the report, render it, write it; the JSON says what was written."""
+    apply_import(args)
     fmt = output_format(args)
     scenario, result = scenario_and_search(args)
     report = build_report(scenario, search=result)
@@ -236,6 +247,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "suggested_name": file_name(report, fmt),
         "figures": list(report.figure_names) if fmt in ("html", "pdf") and not note else [],
         "note": note,
+        "imported": imported_result(args),
     }
 
 

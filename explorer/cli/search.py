@@ -25,6 +25,13 @@ from explorer.cli.args import (
     space_choices,
     workload_from,
 )
+from explorer.cli.importing import (
+    WORKLOAD_DESTS,
+    add_import,
+    apply_import,
+    imported_lines,
+    imported_result,
+)
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.mesh import SearchSpace
 from explorer.search import search
@@ -49,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--etp-values", type=int, nargs="+", help="expert-tensor-parallel degrees (default 1)"
     )
     add_assume(parser.add_argument_group("assumptions"))
+    add_import(parser, WORKLOAD_DESTS)  # the workload, model and GPUs; the search picks layouts
 
 
 def space_from(args: argparse.Namespace) -> SearchSpace:
@@ -82,6 +90,7 @@ def records(frame: pd.DataFrame) -> list[dict[str, object]]:
 
 
 def run(args: argparse.Namespace) -> dict:
+    apply_import(args)
     model, workload = model_from(args), workload_from(args)
     cluster = cluster_from(args, args.gpus)
     assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS)
@@ -101,6 +110,7 @@ def run(args: argparse.Namespace) -> dict:
         "rejected": records(result.rejected),
         "rejected_by_kind": {str(k): int(v) for k, v in by_kind.items()},
         "assumed": overrides_from(args, assumptions),
+        "imported": imported_result(args),
     }
 
 
@@ -127,4 +137,4 @@ def render(result: dict) -> str:
         lines.append(f"    {kind:<12} {count:>10,}")
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
-    return "\n".join(lines)
+    return "\n".join(lines + imported_lines(result))

@@ -215,7 +215,7 @@ def _leftovers(draft: Draft) -> None:
         draft.say(f"Not known to the tool, so not read: {', '.join(unknown)}.")
 
 
-_OFF = (None, False, 0, 0.0, "", [], "none", "null")
+_OFF: tuple[object, ...] = (None, False, 0, 0.0, "", [], "none", "null")
 """Values that leave a feature off (a YAML dump lists every default)."""
 
 

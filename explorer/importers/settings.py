@@ -79,10 +79,10 @@ def argument_settings(text: str) -> tuple[Settings, list[str]]:
                 values.append(tokens[i])
                 i += 1
         name = _flag_name(token)
-        value: Any = True if not values else values[0] if len(values) == 1 else values
-        if name.startswith("no_") and value is True:
-            name, value = name[3:], False
-        settings[name] = Setting(name, value, token)
+        parsed: Any = True if not values else values[0] if len(values) == 1 else values
+        if name.startswith("no_") and parsed is True:
+            name, parsed = name[3:], False
+        settings[name] = Setting(name, parsed, token)
     return settings, ours
 
 

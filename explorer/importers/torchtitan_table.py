@@ -109,7 +109,7 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
                 "deterministic",
                 "warmup_steps",
             )
-        },  # fmt: skip
+        },
         "activation_checkpoint.mode": Field("recompute"),
         "activation_checkpoint.selective_ac_option": Field("recompute"),
         "activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns": IGNORED,
