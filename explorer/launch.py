@@ -9,6 +9,7 @@ checks the round trip over the presets and the search's layouts).
 
 from __future__ import annotations
 
+from explorer.partition import chunk_sizes
 from explorer.precision import precision_policy
 from explorer.specs import Layout, TrainingWorkload
 
@@ -192,18 +193,50 @@ def _torchtitan_pipeline(layout: Layout, num_layers: int | None) -> list[str]:
         "pipeline_parallel_first_stage_less_layers = 0  # the tool splits blocks evenly",
         "pipeline_parallel_last_stage_less_layers = 0",
     ]
-    uneven = layout.stage_layers is not None and len(set(layout.stage_layers)) > 1
-    if uneven and schedule in ("gpipe", "1f1b"):
-        lines.append(f"module_fqns_per_model_part = {_module_parts(layout.stage_layers or ())}")
-    elif uneven:
-        counts = ",".join(map(str, layout.stage_layers or ()))
-        lines.append(f"# explorer: stage_layers={counts}: set module_fqns_per_model_part")
+    lines += _torchtitan_stage_layers(layout, schedule, num_layers)
     if schedule == "interleaved" and v != 2:
         if num_layers is not None and num_layers % (layout.pp * v) == 0:
             lines.append(f"pipeline_parallel_layers_per_stage = {num_layers // (layout.pp * v)}")
         else:
             lines.append(f"# explorer: virtual={v}: set pipeline_parallel_layers_per_stage")
     return lines
+
+
+def rank_layers(layout: Layout, num_layers: int) -> tuple[int, ...]:
+    """Transformer blocks on each pipeline rank as the estimate splits them
+    (``explorer.partition``: balanced, or ``stage_layers``; DualPipe ranks hold two stages)."""
+    sizes = chunk_sizes(num_layers, layout.pp, layout.virtual_stages, layout.stage_layers)
+    pp = layout.pp
+    if layout.schedule == "dualpipe":
+        return tuple(sizes[r] + sizes[pp - 1 - r] for r in range(pp))
+    return tuple(sum(sizes[r::pp]) for r in range(pp))
+
+
+def _torchtitan_stage_layers(layout: Layout, schedule: str, num_layers: int | None) -> list[str]:
+    """``module_fqns_per_model_part`` (one stage per rank) or a comment where torchtitan's own
+    split (even, no embedding weight) would put other layer counts on the ranks."""
+    from explorer.importers.torchtitan_pipeline import dealt_layers
+
+    if schedule == "dualpipe":
+        return []  # DualPipeV's ranks hold half the model's copy each; the estimate's DualPipe two
+    if num_layers is None:
+        if layout.stage_layers is None:
+            return []
+        counts = ",".join(map(str, layout.stage_layers))
+        return [f"# explorer: stage_layers={counts}: set module_fqns_per_model_part"]
+    want = rank_layers(layout, num_layers)
+    if schedule in ("gpipe", "1f1b"):
+        if dealt_layers(layout.pp, num_layers, 0, 0) == list(want):
+            return []
+        return [f"module_fqns_per_model_part = {_module_parts(want)}"]
+    per_rank = layout.virtual_stages if schedule == "interleaved" else 2
+    dealt = dealt_layers(layout.pp * per_rank, num_layers, 0, 0)
+    pp = layout.pp
+    have = tuple(sum(dealt[r::pp]) for r in range(pp))
+    if have == want:
+        return []
+    counts = ",".join(map(str, want))
+    return [f"# explorer: stage_layers={counts}: set module_fqns_per_model_part to match"]
 
 
 def _module_parts(stage_layers: tuple[int, ...]) -> str:

@@ -47,6 +47,12 @@ def read_pipeline(draft: Draft, num_layers: int | None) -> None:
             f"{name} runs {stages} stages per rank; the tool simulates zero-bubble ZB-H1 with "
             f"one stage per rank."
         )
+    if schedule == "dualpipe":
+        draft.say(
+            f"{name} holds one copy of each stage's weights; the tool's DualPipe (DeepSeek-V3 "
+            f"sec. 3.2.1) keeps two, so it over-counts parameters and their states."
+        )
+        return
     style = "v" if fixed == 2 else "loop"
     layers = _layers(parts, pp * stages, num_layers, first, last)
     if layers is not None:
