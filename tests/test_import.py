@@ -333,3 +333,27 @@ def test_estimate_without_layout_or_import_still_requires_the_flags(capsys):
               "--gbs", "8"])  # fmt: skip
     assert info.value.code == 2
     assert "--tp" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ the app
+
+
+def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_express():
+    from streamlit.testing.v1 import AppTest
+
+    app = str(Path(__file__).resolve().parents[1] / "app.py")
+    at = AppTest.from_file(app, default_timeout=60)
+    at.run()
+    at.radio(key="import_format").set_value("megatron").run()
+    text = (
+        "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --micro-batch-size 2 "
+        "--global-batch-size 256 --seq-length 4096 --bf16 --cpu-offloading"
+    )
+    at.text_area(key="import_text").set_value(text).run()
+    at.button(key="import_apply").click().run()
+    assert not at.exception
+    assert (at.number_input(key="in_tp").value, at.number_input(key="in_pp").value) == (4, 2)
+    assert at.number_input(key="in_dp").value == 64 // 8  # the default cluster's 64 GPUs
+    assert at.number_input(key="in_gbs").value == 256
+    captions = [c.value for c in at.caption]
+    assert any("--cpu-offloading: activation and weight offload" in c for c in captions)

@@ -24,7 +24,7 @@ from explorer.scenario import (
     world_size_error,
 )
 from explorer.specs import PRECISIONS, RECOMPUTES, SCHEDULES
-from explorer.ui import advanced, cached
+from explorer.ui import advanced, cached, import_box
 from explorer.ui.format import billions, tokens
 from explorer.ui.pages import LANDING, SHOWN, landing_after
 from explorer.ui.state import (
@@ -298,6 +298,7 @@ def render() -> Scenario:
             error = world_size_error(draft.layout, draft.cluster)
             dp = fitted_dp(draft.layout, draft.cluster)
             _section("Layout", lambda: _layout(draft.layout, error, dp))
+            import_box.render()
     scenario = scenario_from_state(st.session_state.to_dict())
     st.session_state[SCENARIO] = scenario
     _sync_url(scenario)
