@@ -12,6 +12,9 @@ import pytest
 
 from explorer.cli import main
 from explorer.importers import RecipeError, read_megatron, read_torchtitan
+from explorer.importers.megatron_table import TABLE as MEGATRON_TABLE
+from explorer.importers.megatron_table import Unsupported
+from explorer.importers.torchtitan_table import TABLE as TORCHTITAN_TABLE
 from explorer.launch import (
     megatron_arguments,
     pipeline_layout_string,
@@ -63,6 +66,7 @@ def test_bridge_deepseek_v3_recipe_reads_its_pipeline_layout_and_recompute_modul
     got = megatron("bridge_deepseek_v3_h100_fp8.yaml", 1024)
     lay = got.layout
     assert (lay.tp, lay.pp, lay.ep, lay.etp, lay.dp, lay.virtual_stages) == (2, 8, 64, 1, 64, 4)
+    assert lay.recompute == "none"  # mla_up_proj and mlp, not the attention core
     # Et|(tt|)*30mL: stage s on rank s mod 8; rank 0 holds 1+2+2+2, rank 7 2+2+2+0 layers
     assert lay.stage_layers == (7, 8, 8, 8, 8, 8, 8, 6)
     assert sum(lay.stage_layers) == load_model("deepseek-v3").num_hidden_layers
@@ -148,6 +152,12 @@ def test_block_recompute_of_some_layers_is_named():
     got = read_megatron(line, 32)
     assert got.layout.recompute == "full"
     assert any("only 5 of the 20 layers per pipeline chunk" in s for s in got.unsupported)
+
+
+def test_launcher_flags_stop_at_the_training_script():
+    line = "torchrun --nproc-per-node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 8"
+    got = read_megatron(line)
+    assert (got.num_gpus, got.layout.dp) == (16, 2)
 
 
 def test_override_list_reads_like_the_yaml():
@@ -357,3 +367,32 @@ def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_expr
     assert at.number_input(key="in_gbs").value == 256
     captions = [c.value for c in at.caption]
     assert any("--cpu-offloading: activation and weight offload" in c for c in captions)
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, e in MEGATRON_TABLE.items() if isinstance(e, Unsupported)]
+)
+def test_each_unsupported_megatron_setting_gets_its_own_sentence(name):
+    flag = "--" + name.replace("_", "-")
+    got = read_megatron(f"--tensor-model-parallel-size 2 {flag} 7", 8)
+    assert [s for s in got.unsupported if s.startswith(f"{flag} 7: ")], got.unsupported
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, e in TORCHTITAN_TABLE.items() if isinstance(e, Unsupported)]
+)
+def test_each_unsupported_torchtitan_setting_gets_its_own_sentence(name):
+    section, key = name.rsplit(".", 1)
+    got = read_torchtitan(f"[{section}]\n{key} = 7\n", 8)
+    assert [s for s in got.unsupported if s.startswith(f"{name} = 7: ")], got.unsupported
+
+
+def test_report_from_megatron_reports_the_imported_layout(capsys, tmp_path):
+    out = tmp_path / "report.json"
+    path = str(RECIPES / "nemo_llama3_70b.yaml")
+    args = ["report", "--gpu", "h100-sxm", "--from-megatron", path, "--output", str(out)]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["imported"]["framework"] == "megatron"
+    report = json.loads(out.read_text())
+    assert '"tp": 4' in json.dumps(report) and '"virtual_stages": 5' in json.dumps(report)

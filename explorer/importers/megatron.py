@@ -156,12 +156,16 @@ def _recompute(draft: Draft, num_layers: int | None) -> None:
     if granularity is None:
         return
     if granularity == "selective":
-        draft.layout["recompute"] = "selective"
+        # the tool's selective recompute is Megatron's core_attn module; without it the run
+        # keeps the attention core, so the nearest the tool has is no recompute
+        core = "core_attn" in modules
+        draft.layout["recompute"] = "selective" if core else "none"
         other = [m for m in modules if m != "core_attn"]
         if other:
             draft.say(
-                f"recompute_modules {', '.join(modules)}: the tool's selective recompute drops "
-                f"the attention core only; recompute of {', '.join(other)} is not modelled yet."
+                f"recompute_modules {', '.join(modules)}: recompute of {', '.join(other)} is "
+                f"not modelled yet, so their saved tensors are counted; estimated as "
+                f"{'selective (attention core)' if core else 'no'} recompute."
             )
         return
     if granularity != "full":

@@ -55,6 +55,12 @@ def _flag_name(token: str) -> str:
     return token.lstrip("-").replace("-", "_")
 
 
+def _ends_values(token: str) -> bool:
+    """The next flag, or the training script after the launcher's flags (``torchrun --nnodes 2
+    pretrain_gpt.py --tensor-model-parallel-size 8``)."""
+    return (token.startswith("--") and len(token) > 2) or token.endswith(".py")
+
+
 def argument_settings(text: str) -> tuple[Settings, list[str]]:
     """An argument line as settings (a bare flag is True; several values make a list), and the
     exporter's ``# explorer:`` comments."""
@@ -75,7 +81,7 @@ def argument_settings(text: str) -> tuple[Settings, list[str]]:
             values = [value]
         else:
             values = []
-            while i < len(tokens) and not (tokens[i].startswith("--") and len(tokens[i]) > 2):
+            while i < len(tokens) and not _ends_values(tokens[i]):
                 values.append(tokens[i])
                 i += 1
         name = _flag_name(token)
