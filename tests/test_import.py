@@ -396,3 +396,18 @@ def test_report_from_megatron_reports_the_imported_layout(capsys, tmp_path):
     assert result["imported"]["framework"] == "megatron"
     report = json.loads(out.read_text())
     assert '"tp": 4' in json.dumps(report) and '"virtual_stages": 5' in json.dumps(report)
+
+
+def test_estimate_dp_fills_a_torchtitan_shard_degree_of_minus_one(capsys):
+    # llama3_8b.toml: shard -1, local batch 1, no global batch: --dp 8 makes 8 GPUs, GBS 8
+    path = str(RECIPES / "torchtitan_llama3_8b.toml")
+    args = ["estimate", "--gpu", "h100-sxm", "--from-torchtitan", path, "--dp", "8", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["world_size"] == 8 and out["microbatches"] == 1
+
+
+def test_torchtitan_without_gpu_count_leaves_dp_and_global_batch_open():
+    got = torchtitan("torchtitan_llama3_8b.toml")
+    assert "dp" not in got.given and "global_batch_size" not in got.given
+    assert got.layout.zero == 3  # FSDP over the GPUs left over

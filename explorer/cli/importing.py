@@ -69,6 +69,11 @@ def _imported_value(imported: Imported, dest: str) -> Any:
     return value if key in given else None
 
 
+def _degree(args: argparse.Namespace, explicit: set[str], imported: Imported, dest: str) -> int:
+    value = getattr(args, dest) if dest in explicit else getattr(imported.layout, dest)
+    return int(value)
+
+
 def apply_import(args: argparse.Namespace) -> Imported | None:
     """Fill the flags from the imported settings (explicit flags win); the import, or None."""
     from explorer.cli import UserError
@@ -83,6 +88,15 @@ def apply_import(args: argparse.Namespace) -> Imported | None:
         gpus = args.gpus if "gpus" in explicit else None
         model = args.model if "model" in explicit else None
         imported = imported_from(framework, path, gpus, model)
+        if imported.num_gpus is None and "dp" in explicit:
+            # the settings leave the world size open: --dp (with the degrees) sets it
+            world = (
+                args.dp
+                * _degree(args, explicit, imported, "tp")
+                * _degree(args, explicit, imported, "pp")
+                * _degree(args, explicit, imported, "cp")
+            )
+            imported = imported_from(framework, path, world, model)
     for dest in dests:
         if dest in explicit:
             continue

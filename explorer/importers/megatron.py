@@ -52,6 +52,9 @@ def read_megatron(
     num_layers = num_layers_of(draft) or preset_layers or (model and model.num_hidden_layers)
     _world(draft, num_gpus)
     _degrees(draft)
+    if arguments:  # a launch line is complete: what it leaves out is Megatron's default, 1
+        for key in ("tp", "pp", "cp", "ep"):
+            draft.layout.setdefault(key, 1)
     _batch(draft)
     _sharding(draft)
     read_pipeline(draft, num_layers or None)

@@ -97,9 +97,9 @@ def _degrees(draft: Draft, num_gpus: int | None) -> None:
         if num_gpus is None:
             draft.notes.append(
                 "data_parallel_shard_degree -1 takes the GPUs left over; pass --gpus N to set "
-                "it (taken as 1 here)."
+                "it (DP is the replicate degree here)."
             )
-            shard = 1
+            shard = 0  # unknown until the GPU count is given
         elif num_gpus % others:
             raise RecipeError(
                 f"replicate x TP x PP x CP = {others} does not divide the {num_gpus} GPUs"
@@ -111,6 +111,9 @@ def _degrees(draft: Draft, num_gpus: int | None) -> None:
             f"the parallelism degrees multiply to {shard * others} GPUs, not the {num_gpus} "
             f"asked for"
         )
+    if shard == 0:  # DP stays open (Draft.finish notes it)
+        _sharding(draft, replicate, 2)  # FSDP over the GPUs left over
+        return
     lay["dp"] = replicate * shard
     draft.num_gpus = lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"]
     _sharding(draft, replicate, shard)
@@ -141,8 +144,12 @@ def _batch(draft: Draft) -> None:
     local = _int(draft, "training.local_batch_size", 0) or _int(draft, "training.batch_size", 8)
     seq = _int(draft, "training.seq_len", 2048)
     draft.workload["seq_len"] = seq
-    dp = draft.layout["dp"]
     glob = draft.int("training.global_batch_size")
+    if "dp" not in draft.layout and (glob is None or glob <= 0):
+        # the global batch defaults to local x DP, and DP is not known without the GPU count
+        _micro_batch(draft, local)
+        return
+    dp = draft.layout.get("dp", 1)
     gbs = glob if glob is not None and glob > 0 else local * dp
     if gbs % (local * dp):
         raise RecipeError(
@@ -150,6 +157,10 @@ def _batch(draft: Draft) -> None:
             f"DP {dp}"
         )
     draft.workload["global_batch_size"] = gbs
+    _micro_batch(draft, local)
+
+
+def _micro_batch(draft: Draft, local: int) -> None:
     if draft.layout["pp"] == 1:
         draft.layout["micro_batch_size"] = local
         return
