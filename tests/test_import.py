@@ -411,3 +411,19 @@ def test_torchtitan_without_gpu_count_leaves_dp_and_global_batch_open():
     got = torchtitan("torchtitan_llama3_8b.toml")
     assert "dp" not in got.given and "global_batch_size" not in got.given
     assert got.layout.zero == 3  # FSDP over the GPUs left over
+
+
+def test_expert_tp_defaults_to_tp_as_in_megatron_core():
+    line = "--tensor-model-parallel-size 4 --expert-model-parallel-size 8 --num-experts 64"
+    got = read_megatron(line, 64)
+    assert (got.layout.etp, got.layout.ep, got.layout.dp) == (4, 8, 16)
+
+
+def test_torch_fsdp2_is_zero_3():
+    assert read_megatron("--use-torch-fsdp2", 8).layout.zero == 3
+
+
+def test_model_details_are_named_as_taken_from_the_preset():
+    got = megatron("megatron_llama3_8b_h100_fp8.sh")
+    (note,) = [n for n in got.notes if n.startswith("Model details come from")]
+    assert "the preset llama-3.1-8b" in note and "--rotary-base" in note

@@ -15,7 +15,13 @@ from explorer.importers.comments import apply_explorer_comments, comment_lines
 from explorer.importers.megatron_model import match_model, num_layers_of
 from explorer.importers.megatron_pipeline import read_pipeline
 from explorer.importers.megatron_precision import read_precision
-from explorer.importers.megatron_table import ALIASES, TABLE, Unsupported, is_ignored
+from explorer.importers.megatron_table import (
+    ALIASES,
+    TABLE,
+    Unsupported,
+    is_ignored,
+    is_model_detail,
+)
 from explorer.importers.scenario import Draft, Imported
 from explorer.importers.settings import (
     RecipeError,
@@ -208,7 +214,7 @@ def _partial_full(draft: Draft, method: str, count: int, num_layers: int | None)
 
 def _leftovers(draft: Draft) -> None:
     """A sentence for each set unsupported setting, and one naming the unknown ones."""
-    unknown = []
+    unknown, details = [], []
     for name, setting in draft.settings.items():
         if name in draft.used:
             continue
@@ -216,8 +222,15 @@ def _leftovers(draft: Draft) -> None:
         if isinstance(entry, Unsupported):
             if setting.value not in entry.neutral:
                 draft.say(f"{setting.spelled}{_shown(setting.value)}: {entry.reason}.")
+        elif entry is None and is_model_detail(name) and setting.value not in _OFF:
+            details.append(setting.spelled)
         elif entry is None and not is_ignored(name) and setting.value not in _OFF:
             unknown.append(setting.spelled)
+    if details:
+        source = f"the preset {draft.model}" if draft.model else "the --model given"
+        draft.notes.append(
+            f"Model details come from {source}, not from these settings: {', '.join(details)}."
+        )
     if unknown:
         draft.say(f"Not known to the tool, so not read: {', '.join(unknown)}.")
 

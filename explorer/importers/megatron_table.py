@@ -208,20 +208,26 @@ MODEL_FLAGS = MappingProxyType(
 )
 """Megatron model flag -> ModelSpec field, compared with the presets to name the model."""
 
+_MODEL_DETAIL_PATTERN = re.compile(
+    r"^(apply_|bias_|masked_softmax|persist_layer_norm|rotary_|rope_|position_embedding|"
+    r"max_position_embeddings|kv_channels|swiglu|normalization|norm_epsilon|layernorm_|"
+    r"group_query_attention|untie_|disable_bias|attention_dropout|hidden_dropout|ffn_dropout|"
+    r"qk_|v_head_dim|moe_router_|moe_aux_|moe_z_loss|moe_shared_expert|moe_layer_freq|mtp_|"
+    r"multi_latent_attention|make_vocab_size|vocab_size|share_embeddings|init_method|"
+    r"activation$|gated_linear_unit|add_bias_linear|add_qkv_bias|mscale|yarn_|beta_fast|"
+    r"beta_slow|softmax_|original_max_position)"
+)
+"""Model details the preset's config.json carries (the flags only pick the preset)."""
+
 _IGNORED_PATTERN = re.compile(
     r"^(lr|min_lr|decoupled_|adam_|sgd_|muon_|lion_|weight_decay|start_weight_decay|"
     r"end_weight_decay|clip_grad|loss_scale|initial_loss_scale|min_loss_scale|hysteresis|"
     r"train_|eval_|exit_|log|save|load|ckpt|data|split|tokenizer|vocab_file|merge_file|mock|"
-    r"tensorboard|wandb|comet|mlflow|profile|seed|init_method|num_workers|distributed_|"
+    r"tensorboard|wandb|comet|mlflow|profile|seed|num_workers|distributed_|"
     r"master_|node_rank|rdzv|use_mcore_models|transformer_impl|attention_backend|manual_gc|"
     r"empty_unused_memory_level|calculate_per_token_loss|overlap_|tp_comm_|align_|bucket_|"
     r"check_for_|use_flash_attn|timing_|rerun_|iterations_to_skip|no_create_|"
-    r"apply_|bias_|masked_softmax|persist_layer_norm|gradient_accumulation_fusion|"
-    r"cross_entropy|rotary_|rope_|position_embedding|max_position_embeddings|kv_channels|"
-    r"swiglu|normalization|norm_epsilon|layernorm_|group_query_attention|untie_|disable_bias|"
-    r"attention_dropout|hidden_dropout|ffn_dropout|qk_|v_head_dim|moe_router_|moe_aux_|"
-    r"moe_z_loss|moe_grouped_gemm|moe_permute_fusion|moe_shared_expert|moe_layer_freq|"
-    r"mtp_|multi_latent_attention|make_vocab_size|vocab_size|share_embeddings|"
+    r"gradient_accumulation_fusion|cross_entropy|moe_grouped_gemm|moe_permute_fusion|"
     r"fp8_amax_|fp8_margin|fp8_interval|fp8_wgrad|fp8_dot_product|fp8_multi_head|"
     r"deallocate_pipeline_outputs|batch_p2p|defer_embedding_wgrad|wgrad_deferral|"
     r"cuda_graph_|cpu_offloading_|params_dtype|pipeline_dtype|autocast|"
@@ -229,18 +235,21 @@ _IGNORED_PATTERN = re.compile(
     r"sync_batch_comm|transformer_engine|use_te|gc_interval|native_amp|accelerator|"
     r"max_steps|max_epochs|max_time|val_check|limit_|accumulate_grad_batches|"
     r"gradient_clip|enable_checkpointing|use_distributed_sampler|logger|results_dir|"
-    r"time_limit|dependency|ub_tp_comm_overlap|use_fused|fused_|activation$|tiktoken_|"
+    r"time_limit|dependency|ub_tp_comm_overlap|use_fused|fused_|tiktoken_|"
     r"moe_flex_dispatcher_backend|optimizer$|init_model_with_meta_device|kitchen_|"
     r"use_cpu_initialization|perform_initialization|test_mode|timers|config_logger_dir)"
 )
 """Settings with no effect on memory or step time in the tool: optimizer hyperparameters,
-schedules of the learning rate, data, logging, checkpoints, kernel fusions, model details
-the preset's config.json carries, and communication overlap (the tool's overlap assumptions
-apply instead)."""
+schedules of the learning rate, data, logging, checkpoints, kernel fusions, and communication
+overlap (the tool's overlap assumptions apply instead)."""
+
+
+def is_model_detail(name: str) -> bool:
+    return bool(_MODEL_DETAIL_PATTERN.match(name.lower()))
 
 
 def is_ignored(name: str) -> bool:
     entry = TABLE.get(name)
     if entry is not None:
         return isinstance(entry, Ignored)
-    return bool(_IGNORED_PATTERN.match(name.lower()))
+    return bool(_IGNORED_PATTERN.match(name.lower())) or is_model_detail(name)

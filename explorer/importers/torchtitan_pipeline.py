@@ -38,7 +38,7 @@ def read_pipeline(draft: Draft, num_layers: int | None) -> None:
     if pp == 1:
         return
     schedule, fixed = SCHEDULES[key]
-    stages = _stages_per_rank(pp, fixed, per_stage, first or 0, last or 0, num_layers, first, last)
+    stages = _stages_per_rank(pp, fixed, per_stage, first, last, num_layers)
     draft.layout["schedule"] = schedule if stages > 1 or schedule != "interleaved" else "1f1b"
     if schedule == "interleaved":
         draft.layout["virtual_stages"] = stages
@@ -63,12 +63,11 @@ def _stages_per_rank(
     pp: int,
     fixed: int | None,
     per_stage: int | None,
-    first: int,
-    last: int,
+    first: int | None,
+    last: int | None,
     num_layers: int | None,
-    first_given: int | None,
-    last_given: int | None,
 ) -> int:
+    """Stages per rank: the schedule's own count, else from the layers per stage, else 2."""
     if per_stage is None:
         return fixed or 2
     if num_layers is None:
@@ -76,8 +75,8 @@ def _stages_per_rank(
             "parallelism.pipeline_parallel_layers_per_stage needs the model's layer count; pass "
             "--model"
         )
-    in_w = 1 if first_given is None else first
-    out_w = 1 if last_given is None else last
+    in_w = 1 if first is None else first  # torchtitan's defaults: the embedding and the
+    out_w = 1 if last is None else last  # output each weigh one layer
     total = math.ceil((num_layers + in_w + out_w) / per_stage)
     if per_stage <= 0 or total % pp:
         raise RecipeError(
