@@ -427,3 +427,43 @@ def test_model_details_are_named_as_taken_from_the_preset():
     got = megatron("megatron_llama3_8b_h100_fp8.sh")
     (note,) = [n for n in got.notes if n.startswith("Model details come from")]
     assert "the preset llama-3.1-8b" in note and "--rotary-base" in note
+
+
+def test_round_trip_sample_covers_the_search_space():
+    sample = [pair for m in model_ids() for pair in _sample_layouts(m, 25)]
+    lays = [lay for lay, _ in sample]
+    assert {lay.schedule for lay in lays} == {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"}
+    assert {lay.zero for lay in lays} == {0, 1, 2, 3}
+    assert {lay.recompute for lay in lays} == {"none", "selective", "full"}
+    assert any(lay.ep > 1 and lay.etp > 1 for lay in lays)
+    assert any(lay.virtual_stages > 2 for lay in lays)
+    assert any(lay.stage_layers for lay in lays) and any(lay.cp > 1 for lay in lays)
+    assert {work.precision for _, work in sample} == set(PRECISIONS)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "gpus", "space"),
+    [
+        ("mixtral-8x7b", 32, SearchSpace(etp_values=(1, 2))),
+        ("llama-3.1-70b", 64, SearchSpace(schedules=("interleaved",), max_virtual=5)),
+    ],
+)
+def test_ranked_search_layouts_read_back(model_id, gpus, space):
+    from explorer.presets import load_gpu
+    from explorer.search import search
+    from explorer.specs import ClusterSpec
+
+    model = load_model(model_id)
+    cluster = ClusterSpec(gpu=load_gpu("h100-sxm"), gpus_per_node=8, num_nodes=gpus // 8)
+    work = TrainingWorkload(seq_len=4096, global_batch_size=256, precision="fp8-mixed")
+    result = search(model, cluster, work, space=space, ranked=20)
+    assert result.estimates
+    n = model.num_hidden_layers
+    for estimate in result.estimates:
+        lay = estimate.layout
+        for text, reader in (
+            ("\n".join(megatron_arguments(lay, work, n)), read_megatron),
+            (torchtitan_config(lay, work, n), read_torchtitan),
+        ):
+            got = reader(text, lay.world_size, model)
+            assert _canonical(got.layout, got.workload, n) == _canonical(lay, work, n), text
