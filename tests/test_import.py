@@ -367,6 +367,12 @@ def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_expr
     assert at.number_input(key="in_gbs").value == 256
     captions = [c.value for c in at.caption]
     assert any("--cpu-offloading: activation and weight offload" in c for c in captions)
+    # a recipe that names its cluster sets the nodes: NeMo's Llama 3 70B on 128 x 8
+    at.text_area(key="import_text").set_value((RECIPES / "nemo_llama3_70b.yaml").read_text())
+    at.button(key="import_apply").click().run()
+    assert not at.exception and not at.error
+    assert (at.number_input(key="in_nodes").value, at.number_input(key="in_dp").value) == (128, 32)
+    assert at.number_input(key="in_virtual").value == 5
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.importers import Imported, RecipeError, read_megatron, read_torchtitan
+from explorer.importers import Imported, read_megatron, read_torchtitan
 from explorer.scenario import LayoutInputs
 from explorer.ui.state import MODEL_CHOICE, key, layout_state, scenario_from_state
 
@@ -45,16 +45,21 @@ def _widget_values(imported: Imported) -> dict[str, object]:
 def _apply() -> None:
     state = st.session_state
     text = state.get(TEXT) or ""
-    gpus = scenario_from_state(state.to_dict()).cluster.num_gpus or None
+    cluster = scenario_from_state(state.to_dict()).cluster
     reader = read_megatron if state.get(FORMAT) == "megatron" else read_torchtitan
     try:
-        imported = reader(text, gpus)
-    except RecipeError as error:
+        imported = reader(text)
+        if imported.num_gpus is None and cluster.num_gpus:
+            imported = reader(text, cluster.num_gpus)  # the settings leave the GPU count open
+    except ValueError as error:  # RecipeError: one sentence naming the field
         state[ERROR] = str(error)
         state.pop(MESSAGES, None)
         return
     state.pop(ERROR, None)
     state.update(_widget_values(imported))
+    per_node = cluster.gpus_per_node
+    if imported.num_gpus and per_node and imported.num_gpus % per_node == 0:
+        state[key("nodes")] = imported.num_gpus // per_node  # the cluster the settings ran on
     lay = imported.layout
     extra = []
     if lay.etp != 1 or lay.stage_layers:
