@@ -21,8 +21,8 @@ LAYOUT_DESTS = (
 )  # fmt: skip
 WORKLOAD_DESTS = ("seq", "gbs", "precision", "grad_dtype", "model", "gpus")
 IMPORT_HELP = (
-    "take the layout and workload from a user's launch settings (Megatron-LM argument line, "
-    "Megatron-Bridge / NeMo YAML, or torchtitan TOML); flags given here override them"
+    "take {what} from a user's launch settings (Megatron-LM argument line, Megatron-Bridge / "
+    "NeMo YAML, or torchtitan TOML); flags given on the command line override them"
 )
 
 
@@ -33,9 +33,13 @@ class _Unset:
     value: Any
 
 
-def add_import(parser: argparse.ArgumentParser, dests: tuple[str, ...]) -> None:
-    """The --from-* flags; ``dests`` are the flags the import may fill."""
-    group = parser.add_argument_group("import", IMPORT_HELP)
+def add_import(
+    parser: argparse.ArgumentParser,
+    dests: tuple[str, ...],
+    what: str = "the layout, workload and model",
+) -> None:
+    """The --from-* flags; ``dests`` are the flags the import may fill, ``what`` says which."""
+    group = parser.add_argument_group("import", IMPORT_HELP.format(what=what))
     source = group.add_mutually_exclusive_group()
     source.add_argument("--from-megatron", metavar="FILE", help="Megatron settings; - for stdin")
     source.add_argument("--from-torchtitan", metavar="FILE", help="torchtitan TOML; - for stdin")

@@ -56,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--etp-values", type=int, nargs="+", help="expert-tensor-parallel degrees (default 1)"
     )
     add_assume(parser.add_argument_group("assumptions"))
-    add_import(parser, WORKLOAD_DESTS)  # the workload, model and GPUs; the search picks layouts
+    add_import(
+        parser, WORKLOAD_DESTS, "the workload, model and GPU count (the search picks layouts)"
+    )
 
 
 def space_from(args: argparse.Namespace) -> SearchSpace:
