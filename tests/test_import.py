@@ -154,6 +154,11 @@ def test_block_recompute_of_some_layers_is_named():
     assert any("only 5 of the 20 layers per pipeline chunk" in s for s in got.unsupported)
 
 
+def test_launch_line_without_global_batch_takes_megatrons_default():
+    got = read_megatron("--tensor-model-parallel-size 2 --micro-batch-size 3", 16)
+    assert got.workload.global_batch_size == 3 * 8
+
+
 def test_launcher_flags_stop_at_the_training_script():
     line = "torchrun --nproc-per-node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 8"
     got = read_megatron(line)

@@ -58,9 +58,10 @@ def read_megatron(
     num_layers = num_layers_of(draft) or preset_layers or (model and model.num_hidden_layers)
     _world(draft, num_gpus)
     _degrees(draft)
-    if arguments:  # a launch line is complete: what it leaves out is Megatron's default, 1
+    if arguments:  # a launch line is complete: what it leaves out is Megatron's default
         for key in ("tp", "pp", "cp", "ep"):
             draft.layout.setdefault(key, 1)
+        draft.batch_defaults_to_one_step = True
     _batch(draft)
     _sharding(draft)
     read_pipeline(draft, num_layers or None)

@@ -76,6 +76,8 @@ class Draft:
     used: set[str] = field(default_factory=set)
     num_gpus: int | None = None
     model: str | None = None
+    batch_defaults_to_one_step: bool = False
+    """No global batch means micro-batch x DP (Megatron-LM's default for a launch line)."""
 
     def get(self, *names: str) -> Setting | None:
         """The first of ``names`` that is set (None, "" and "null" count as not set)."""
@@ -106,6 +108,7 @@ class Draft:
         """The frozen specs; RecipeError (one sentence naming the field) on contradictions."""
         self._fill_dp()
         self._default_grad_dtype()
+        self._default_global_batch()
         try:
             layout = Layout(**self.layout)
             workload = TrainingWorkload(**self.workload)
@@ -119,6 +122,13 @@ class Draft:
             model=self.model, given=frozenset(given), unsupported=tuple(self.unsupported),
             notes=tuple(self.notes),
         )  # fmt: skip
+
+    def _default_global_batch(self) -> None:
+        open_batch = "global_batch_size" not in self.workload and "dp" in self.layout
+        if self.batch_defaults_to_one_step and open_batch:
+            mbs = self.layout.get("micro_batch_size", 1)
+            self.workload["global_batch_size"] = mbs * self.layout["dp"]
+            self.notes.append("No global batch: Megatron-LM's default, micro-batch x DP.")
 
     def _default_grad_dtype(self) -> None:
         """A gradient dtype equal to the precision's default is left None (one spelling)."""
