@@ -478,3 +478,21 @@ def test_ranked_search_layouts_read_back(model_id, gpus, space):
         ):
             got = reader(text, lay.world_size, model)
             assert _canonical(got.layout, got.workload, n) == _canonical(lay, work, n), text
+
+
+def test_import_reads_standard_input(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("--tensor-model-parallel-size 8 --bf16\n"))
+    assert main(["import", "--megatron", "-", "--gpus", "64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["layout"]["tp"], out["layout"]["dp"]) == (8, 8)
+    assert out["workload"]["precision"] == "bf16-mixed"
+
+
+def test_import_world_size_contradiction_exits_2(capsys):
+    path = str(RECIPES / "nemo_llama3_70b.yaml")
+    with pytest.raises(SystemExit) as info:
+        main(["import", "--megatron", path, "--gpus", "64"])
+    assert info.value.code == 2
+    assert "1024 GPUs" in capsys.readouterr().err
