@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Mapping
 
 from explorer.cli.args import (
     add_assume,
+    add_calibration,
     add_cluster,
     add_model,
     add_serving,
     assumed,
+    calibration_from,
+    calibration_json,
+    calibration_lines,
     cluster_from,
     model_from,
     serving_from,
@@ -49,12 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "set a named serving assumption as the app names it (repeatable), e.g. "
         "serving.hbm_efficiency=0.7",
     )
+    add_calibration(group)
 
 
-def assumptions_from(args: argparse.Namespace) -> ServingAssumptions:
+def assumptions_from(
+    args: argparse.Namespace, calibrated: Mapping[str, float] = {}
+) -> ServingAssumptions:
     memory = MemoryAssumptions(gpu_memory_utilization=args.gpu_memory_utilization)
     base = ServingAssumptions(memory=memory, allow_tp_across_nodes=args.allow_tp_across_nodes)
-    return assumed(args, base, SERVING_PREFIX)
+    return assumed(args, base, SERVING_PREFIX, calibrated=calibrated)
 
 
 def _layout_json(layout: ServingLayout) -> dict[str, int]:
@@ -106,7 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     model = model_from(args)
     cluster = cluster_from(args, args.gpus)
     workload = serving_from(args)
-    assumptions = assumptions_from(args)
+    figures = calibration_from(args, cluster)
+    assumptions = assumptions_from(args, figures.overrides() if figures else {})
     plan = plan_serving(model, cluster, args.gpus, workload, assumptions)
     return {
         "model": model.name,
@@ -121,6 +130,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "answers": list(serving_answers(plan)),
         "assumptions": dataclasses.asdict(assumptions),
         "leaves_out": LEAVES_OUT,
+        "calibration": calibration_json(args, figures),
     }
 
 
@@ -144,7 +154,7 @@ def render(result: dict) -> str:
     ]
     lines += [f"  rejected {_label(r)}: {r['reason']}" for r in result["rejected"]]
     lines += [f"- {answer}" for answer in result["answers"]]
-    return "\n".join(lines)
+    return "\n".join(lines + calibration_lines(result))
 
 
 def _label(r: dict) -> str:
