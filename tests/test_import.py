@@ -112,6 +112,13 @@ def test_torchtitan_train_configs(name, gpus, expected):
     assert got.model is not None
 
 
+def test_torchtitan_imports_pytorch_memory_behaviour_and_megatron_keeps_the_default():
+    assert torchtitan("torchtitan_llama3_70b.toml", 64).assumptions == (
+        ("memory.framework", "pytorch"),
+    )
+    assert megatron("nemo_llama3_70b.yaml").assumptions == ()
+
+
 def test_torchtitan_float8_converter_is_fp8_and_says_what_it_cannot_count():
     got = torchtitan("torchtitan_llama3_405b.toml", 128)
     assert got.workload.precision == "fp8-mixed"
@@ -416,6 +423,7 @@ def test_estimate_dp_fills_a_torchtitan_shard_degree_of_minus_one(capsys):
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["world_size"] == 8 and out["microbatches"] == 1
+    assert out["assumed"]["memory.framework"] == "pytorch"  # torchtitan runs PyTorch's memory
 
 
 def test_torchtitan_without_gpu_count_leaves_dp_and_global_batch_open():
@@ -496,3 +504,10 @@ def test_import_world_size_contradiction_exits_2(capsys):
         main(["import", "--megatron", path, "--gpus", "64"])
     assert info.value.code == 2
     assert "1024 GPUs" in capsys.readouterr().err
+
+
+def test_explicit_assume_overrides_the_imported_framework(capsys):
+    path = str(RECIPES / "torchtitan_llama3_8b.toml")
+    args = ["estimate", "--gpu", "h100-sxm", "--from-torchtitan", path, "--dp", "8"]
+    assert main([*args, "--assume", "memory.framework=megatron", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["assumed"]["memory.framework"] == "megatron"

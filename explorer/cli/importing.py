@@ -108,6 +108,8 @@ def apply_import(args: argparse.Namespace) -> Imported | None:
         setattr(args, dest, value if value is not None else getattr(args, dest).value)
     if imported is not None and imported.layout.stage_layers and "pp" not in explicit:
         args.stage_layers = imported.layout.stage_layers
+    if imported is not None and hasattr(args, "assume"):  # --assume given later wins
+        args.assume = [*(f"{k}={v}" for k, v in imported.assumptions), *args.assume]
     missing = [
         flag
         for flag in args._import_required
@@ -131,6 +133,7 @@ def imported_result(args: argparse.Namespace) -> dict[str, Any] | None:
         "path": args.from_megatron or args.from_torchtitan,
         "unsupported": list(imported.unsupported),
         "notes": list(imported.notes),
+        "assumptions": dict(imported.assumptions),
     }
 
 

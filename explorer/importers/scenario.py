@@ -45,6 +45,9 @@ class Imported:
     """One sentence per setting the tool cannot express (never dropped silently)."""
     notes: tuple[str, ...] = ()
     """How values were read (a preset matched, DP from the world size, ...)."""
+    assumptions: tuple[tuple[str, str], ...] = ()
+    """Named assumptions the settings imply, as ``--assume`` keys and values (torchtitan runs
+    PyTorch's memory behaviour: ``memory.framework=pytorch``)."""
 
 
 def imported_json(imported: Imported) -> dict[str, Any]:
@@ -61,6 +64,7 @@ def imported_json(imported: Imported) -> dict[str, Any]:
         "given": sorted(imported.given),
         "unsupported": list(imported.unsupported),
         "notes": list(imported.notes),
+        "assumptions": dict(imported.assumptions),
     }
 
 
@@ -76,6 +80,7 @@ class Draft:
     used: set[str] = field(default_factory=set)
     num_gpus: int | None = None
     model: str | None = None
+    assumptions: dict[str, str] = field(default_factory=dict)
     batch_defaults_to_one_step: bool = False
     """No global batch means micro-batch x DP (Megatron-LM's default for a launch line)."""
 
@@ -120,7 +125,7 @@ class Draft:
         return Imported(
             framework=framework, layout=layout, workload=workload, num_gpus=self.num_gpus,
             model=self.model, given=frozenset(given), unsupported=tuple(self.unsupported),
-            notes=tuple(self.notes),
+            notes=tuple(self.notes), assumptions=tuple(sorted(self.assumptions.items())),
         )  # fmt: skip
 
     def _default_global_batch(self) -> None:

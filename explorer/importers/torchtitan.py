@@ -47,6 +47,9 @@ def read_torchtitan(
 ) -> Imported:
     """The scenario of a torchtitan TOML; ``num_gpus`` fills a shard degree of -1."""
     draft = Draft(_settings(text))
+    # FSDP2, DTensor TP and eager autograd: the memory behaviour measured on PyTorch
+    # (explorer.memory.frameworks.PYTORCH)
+    draft.assumptions["memory.framework"] = "pytorch"
     num_layers = _model(draft, model)
     _degrees(draft, num_gpus)
     _batch(draft)

@@ -76,10 +76,11 @@ def read_precision(draft: Draft) -> None:
         draft.workload["precision"] = "fp32"
         return
     draft.workload["precision"] = "fp8-mixed" if fp8 else "bf16-mixed"
-    draft.say(
-        "torchtitan keeps fp32 parameters and casts them to bf16 for compute; the tool counts "
-        "a bf16 working copy besides the fp32 master weights (2 bytes per parameter more)."
-    )
+    if draft.layout.get("zero") == 0:  # under FSDP the pytorch framework keeps no bf16 shard
+        draft.say(
+            "torchtitan without FSDP keeps fp32 parameters under autocast; the tool counts a "
+            "bf16 working copy besides the fp32 master weights (2 bytes per parameter more)."
+        )
     if fp8:
         draft.say(
             "FP8 training with fp32 Adam moments: the tool's fp8-mixed keeps bf16 moments "

@@ -57,6 +57,8 @@ def _apply() -> None:
         return
     state.pop(ERROR, None)
     state.update(_widget_values(imported))
+    assumed = {**dict(state.get(key("assume"), ())), **dict(imported.assumptions)}
+    state[key("assume")] = tuple(sorted(assumed.items()))
     per_node = cluster.gpus_per_node
     if imported.num_gpus and per_node and imported.num_gpus % per_node == 0:
         state[key("nodes")] = imported.num_gpus // per_node  # the cluster the settings ran on
