@@ -385,6 +385,13 @@ def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_expr
     assert not at.exception and not at.error
     assert (at.number_input(key="in_nodes").value, at.number_input(key="in_dp").value) == (128, 32)
     assert at.number_input(key="in_virtual").value == 5
+    # torchtitan: FSDP over the cluster's GPUs, and PyTorch's memory behaviour as an assumption
+    at.radio(key="import_format").set_value("torchtitan").run()
+    at.text_area(key="import_text").set_value((RECIPES / "torchtitan_llama3_8b.toml").read_text())
+    at.button(key="import_apply").click().run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="in_zero").value == 3
+    assert ("memory.framework", "pytorch") in at.session_state["in_assume"]
 
 
 @pytest.mark.parametrize(
