@@ -37,13 +37,13 @@ def match_model(draft: Draft) -> tuple[str | None, int | None]:
                 "--model."
             )
         return None, None
+    words = ", ".join(f"{k} {v}" for k, v in shape.items())
     shape.setdefault("n_routed_experts", 0)  # no --num-experts: a dense model
     specs = {preset: load_model(preset) for preset in model_ids()}
     matches = [p for p, s in specs.items() if all(_field(s, f) == v for f, v in shape.items())]
     vocab = draft.int("vocab_size")
     if len(matches) > 1 and vocab is not None:  # tie-break on the vocabulary when it is given
         matches = [p for p in matches if specs[p].vocab_size == vocab] or matches
-    words = ", ".join(f"{k} {v}" for k, v in shape.items())
     if len(matches) != 1:
         what = "no preset" if not matches else f"several presets ({', '.join(matches)})"
         draft.say(
