@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from explorer.limits import MAX_CONFIG_BYTES, LimitError, shown
+from explorer.limits import MAX_CONFIG_BYTES, LimitError, check_json_text, shown
 from explorer.specs import ModelSpec
 
 
@@ -387,13 +387,10 @@ def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -
 
 def model_from_json_text(text: str | bytes, name: str = "uploaded model") -> ModelSpec:
     """The ModelSpec in the text of a config.json (an upload) of at most MAX_CONFIG_BYTES."""
-    if len(text) > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"config.json is {len(text):,} bytes; this tool reads at most {MAX_CONFIG_BYTES:,} "
-            "(a published config.json is a few KB)."
-        )
     try:
-        config = json.loads(text)
+        config = json.loads(check_json_text(text, "config.json", MAX_CONFIG_BYTES))
+    except LimitError as error:
+        raise ConfigError(f"{error}.") from None
     except UnicodeDecodeError:
         raise ConfigError("config.json is not UTF-8 text.") from None
     except json.JSONDecodeError as error:

@@ -13,9 +13,12 @@ below 2^58 and a byte count below 2^62.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
+
+import numpy as np
 
 MAX_GPUS: Final = 1 << 20
 """GPUs in one cluster or one layout (1,048,576)."""
@@ -34,12 +37,14 @@ MAX_SCHEDULE_ACTIONS: Final = 1 << 19
 1 GB); longer steps of 1F1B, ZB-H1 and DualPipe are extrapolated (explorer.schedules.periodic)."""
 MAX_CONFIG_BYTES: Final = 1 << 20
 """Size of an uploaded or read config.json (1 MiB; published ones are under 10 KB)."""
-MAX_REPORT_BYTES: Final = 16 << 20
-"""Size of a JSON report to restore (16 MiB; a report with a search is about 1 MB)."""
+MAX_REPORT_BYTES: Final = 8 << 20
+"""Size of a JSON report to restore (8 MiB; a report with a search is well under 1 MB)."""
 MAX_JSON_DEPTH: Final = 64
 """Nesting of objects and lists in an uploaded JSON file (a report nests about 6 deep)."""
 MAX_URL_VALUE_CHARS: Final = 4_096
 """Characters of one URL query value (the uploaded config has its own, larger bound)."""
+MAX_URL_CONFIG_CHARS: Final = 200_000
+"""Characters of the uploaded config.json kept, compacted, in the URL and the scenario."""
 MAX_ASSUMPTION: Final = 1e15
 """Magnitude of a number given for a named assumption (fractions, bytes, seconds)."""
 SEARCH_BUDGET_S: Final = 60.0
@@ -150,3 +155,32 @@ def check_at_most(name: str, value: float, *, label: str | None = None) -> None:
         raise LimitError(
             f"{field} must be at most {shown(most)} (this tool's limit), got {shown(value)}"
         )
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def json_depth(data: bytes) -> int:
+    """The deepest nesting of objects and lists in JSON text, counted without parsing it
+    (strings are skipped, so brackets inside them do not count)."""
+    steps = _STEP[np.frombuffer(_STRING.sub(b"", data), dtype=np.uint8)]
+    return int(np.cumsum(steps, dtype=np.int64).max(initial=0))
+
+
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[list(b"[{")], _STEP[list(b"]}")] = 1, -1
+_STEP.flags.writeable = False
+"""+1 for a byte that opens a level, -1 for one that closes it, 0 for the others."""
+
+
+def check_json_text(
+    text: str | bytes, what: str, max_bytes: int, max_depth: int = MAX_JSON_DEPTH
+) -> bytes:
+    """``text`` as bytes, or LimitError (one sentence) when it is larger than ``max_bytes`` or
+    nested deeper than ``max_depth``: checked before parsing, so a hostile file costs little."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    if len(data) > max_bytes:
+        raise LimitError(f"{what} is {len(data):,} bytes; this tool reads at most {max_bytes:,}")
+    if json_depth(data) > max_depth:
+        raise LimitError(f"{what} is nested more than {max_depth} levels deep, this tool's limit")
+    return data

@@ -60,10 +60,12 @@ def number(most: float, least: float = 0.0, *, above: bool = False) -> Callable[
             raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
         low = value > least if above else value >= least
         if not (math.isfinite(value) and low and value <= most):
-            side = "above" if above else "from"
-            raise argparse.ArgumentTypeError(
-                f"must be a finite number {side} {shown(least)} to {shown(most)}, got {text}"
+            span = (
+                f"greater than {shown(least)} and at most {shown(most)}"
+                if above
+                else f"from {shown(least)} to {shown(most)}"
             )
+            raise argparse.ArgumentTypeError(f"must be a finite number {span}, got {text}")
         return value
 
     return parse

@@ -20,7 +20,6 @@ from explorer.cli.args import (
     cluster_from,
     layout_from,
     model_from,
-    number,
     overrides_from,
     workload_from,
 )
@@ -61,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--headroom",
-        type=number(100.0),
+        type=float,
         default=DEFAULT_TRAINING_ASSUMPTIONS.headroom_fraction * 100,
         help="percent of GPU memory kept free for the allocator (default 5)",
     )

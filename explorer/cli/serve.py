@@ -13,7 +13,6 @@ from explorer.cli.args import (
     assumed,
     cluster_from,
     model_from,
-    number,
     serving_from,
 )
 from explorer.memory.serving import MemoryAssumptions, ServingLayout
@@ -38,10 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_serving(parser)
     group = parser.add_argument_group("assumptions")
     group.add_argument(
-        "--gpu-memory-utilization",
-        type=number(1.0, above=True),
-        default=0.9,
-        help="vLLM's fraction (0.9)",
+        "--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (0.9)"
     )
     group.add_argument(
         "--allow-tp-across-nodes",
