@@ -14,6 +14,7 @@ import streamlit as st
 
 from explorer.hf_config import ConfigError
 from explorer.limits import MAX_CONFIG_BYTES, limit
+from explorer.report.markdown import escaped
 from explorer.scenario import (
     EXAMPLES,
     LayoutInputs,
@@ -195,7 +196,7 @@ def _model() -> None:
         if st.session_state.get(_UPLOAD_ERROR):
             st.error(st.session_state[_UPLOAD_ERROR])
         if st.session_state.get(key("config")):
-            st.caption(f"Using **{st.session_state[key('config_name')]}**.")
+            st.caption(f"Using **{escaped(st.session_state[key('config_name')])}**.")
 
 
 def _training_workload() -> None:
