@@ -304,3 +304,16 @@ def test_every_report_format_escapes_a_hostile_model_name():
     named = ModelRef(source="upload", config_json=config, config_name="[x](javascript:alert(1))")
     link = build_report(Scenario(model=named))
     assert re.search(r"(?<!\\)\]\(", report_markdown(link)) is None  # "](" makes a link
+
+
+def test_a_link_with_a_trillion_layers_shows_one_sentence_in_the_app():
+    from streamlit.testing.v1 import AppTest
+
+    config = json.dumps({**LLAMA_8B, "num_hidden_layers": 10**12}, separators=(",", ":"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["source"] = "upload"
+    at.query_params["config"] = config
+    at.run()
+    assert not at.exception
+    errors = [str(e.value) for e in at.error]
+    assert any("num_hidden_layers must be at most 1,000" in e for e in errors), errors
