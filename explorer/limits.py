@@ -116,7 +116,7 @@ LIMITS: Mapping[str, float] = MappingProxyType(
         "ranked": 200,
         "max_virtual": 16,
         "search_values": 16,
-        "gpu_counts": 64,
+        "gpu_counts": 32,
         "stages": 1 << 10,
         "microbatches": MAX_SEQUENCES,
         "pass_s": MAX_PASS_S,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from explorer.limits import limit
 from explorer.hf_config import ConfigError
+from explorer.limits import limit
 from explorer.scenario import (
     DEEPSEEK_V3,
     EXAMPLES,
