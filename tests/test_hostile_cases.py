@@ -7,6 +7,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,6 +204,25 @@ def test_ctrl_c_prints_interrupted_and_exits_130(capsys, monkeypatch):
     code, out, err = cli(capsys, "search", "--model", "llama-3.1-8b", *CLUSTER, "--gpus", "8",
                          *TRAIN)  # fmt: skip
     assert (code, out, err) == (130, "", "interrupted.\n")
+
+
+CTRL_C_WHILE_LOADING = """
+import runpy, sys
+class CtrlC:
+    def find_spec(self, name, path, target=None):
+        if name == "explorer.cli":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+runpy.run_module("explorer", run_name="__main__")
+"""
+
+
+def test_ctrl_c_while_the_modules_load_is_interrupted_too():
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_LOADING], cwd=ROOT, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted.\n")
 
 
 def test_json_output_writes_non_finite_numbers_as_null(capsys, monkeypatch):
