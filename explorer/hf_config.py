@@ -380,7 +380,7 @@ def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -
     except ConfigError:
         raise
     except LimitError as error:
-        raise ConfigError(f"config.json is beyond this tool's limits: {error}.") from None
+        raise ConfigError(f"config.json field {error}.") from None
     except ValueError as error:
         raise ConfigError(f"config.json describes an impossible model: {error}.") from None
 
