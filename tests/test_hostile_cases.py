@@ -261,7 +261,8 @@ def test_a_schedule_within_the_budget_builds_and_one_past_it_does_not():
 @pytest.mark.parametrize(
     ("make", "fragment"),
     [
-        pytest.param(lambda tmp: Path(os.devnull), "a character device", id="dev-null"),
+        pytest.param(lambda tmp: Path(os.devnull), "'/dev/null' is a character device",
+                     id="dev-null"),
         pytest.param(lambda tmp: tmp, "a directory", id="directory"),
         pytest.param(lambda tmp: (os.mkfifo(tmp / "pipe.json"), tmp / "pipe.json")[1],
                      "a named pipe", id="fifo"),

@@ -68,8 +68,10 @@ def _describe(error: BaseException) -> str:
         return "the input is nested too deeply to process"
     if isinstance(error, ArithmeticError):  # ZeroDivisionError, OverflowError
         return f"cannot compute this input ({type(error).__name__}: {error}); check for zeros"
-    if isinstance(error, UserError | ValueError | KeyError | OSError):
-        return str(error).strip("'\"") or type(error).__name__
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])  # str() of a KeyError adds quotes
+    if isinstance(error, UserError | ValueError | OSError):
+        return str(error) or type(error).__name__
     return f"internal error ({type(error).__name__}: {error}); please report it with the command"
 
 
