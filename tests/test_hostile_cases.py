@@ -339,3 +339,25 @@ def test_a_link_with_a_trillion_layers_shows_one_sentence_in_the_app():
     assert not at.exception
     errors = [str(e.value) for e in at.error]
     assert any("num_hidden_layers must be at most 1,000" in e for e in errors), errors
+
+
+def test_the_app_without_its_presets_folder_says_so_in_one_sentence(monkeypatch, tmp_path):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    def forget() -> None:
+        st.cache_data.clear()
+        presets._model_index.cache_clear()
+        presets.load_gpu.cache_clear()
+
+    monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path / "presets")
+    forget()
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        at.run()
+        assert not at.exception
+        errors = [str(e.value) for e in at.error]
+        assert len(errors) == 1 and errors[0].startswith("no presets were found in"), errors
+    finally:
+        monkeypatch.undo()
+        forget()

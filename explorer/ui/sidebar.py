@@ -27,7 +27,7 @@ from explorer.scenario import (
 )
 from explorer.specs import PRECISIONS, RECOMPUTES, SCHEDULES
 from explorer.ui import advanced, cached
-from explorer.ui.format import billions, tokens
+from explorer.ui.format import billions, sentence, tokens
 from explorer.ui.pages import LANDING, SHOWN, landing_after
 from explorer.ui.state import (
     GENERIC,
@@ -305,7 +305,18 @@ def _section(title: str, body: Callable[[], None]) -> None:
 
 
 def render() -> Scenario:
-    """Draw the sidebar; return the scenario it holds (also in session state and the URL)."""
+    """Draw the sidebar; return the scenario it holds (also in session state and the URL).
+
+    When the presets cannot be read (the folder is missing) the app says so and stops.
+    """
+    try:
+        return _render()
+    except ValueError as error:
+        st.error(sentence(error))
+        st.stop()
+
+
+def _render() -> Scenario:
     _seed_or_keep()
     with st.sidebar:
         _link_messages()
