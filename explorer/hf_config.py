@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from explorer.limits import MAX_CONFIG_BYTES, LimitError, check_json_text, shown
+from explorer.limits import LIMITS, MAX_CONFIG_BYTES, LimitError, check_json_text, shown
 from explorer.specs import ModelSpec
 
 
@@ -366,11 +366,39 @@ def _architecture(config: Mapping[str, Any]) -> str:
     )
 
 
+_LIMITED: Mapping[str, str] = MappingProxyType(
+    {
+        **{name: name for name in LIMITS if name in ModelSpec.__dataclass_fields__},
+        "num_local_experts": "n_routed_experts",  # Mixtral
+        "num_experts": "n_routed_experts",  # Qwen MoE
+        "decoder_sparse_step": "moe_layer_freq",  # Qwen MoE
+        "n_layer": "num_hidden_layers",  # GPT-2
+        "n_embd": "hidden_size",
+        "n_head": "num_attention_heads",
+        "n_inner": "intermediate_size",
+        "n_positions": "max_position_embeddings",
+    }
+)
+"""config.json field -> the ModelSpec field whose limit (explorer.limits) it is held to."""
+
+
+def _within_limits(config: Mapping[str, Any]) -> None:
+    """ConfigError naming the config's own field when a size is beyond this tool's limits."""
+    for key, field in _LIMITED.items():
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > LIMITS[field]:
+            raise ConfigError(
+                f"config.json field '{key}' must be at most {shown(LIMITS[field])} (this tool's "
+                f"limit), got {shown(value)}."
+            )
+
+
 def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -> ModelSpec:
     """The ModelSpec a parsed config.json describes; ConfigError (one sentence) if it cannot."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"config.json must be a JSON object, got {_kind(config)}.")
     architecture = _architecture(config)
+    _within_limits(config)
     try:
         parsed = ARCHITECTURES[architecture].model_validate(dict(config))
     except ValidationError as error:

@@ -5,9 +5,9 @@ widgets and the command line all take their bounds from here, so the same number
 the same way everywhere, with one sentence naming the field and the limit. The bounds lie far
 beyond any model or cluster built so far (the largest published models have 126 layers, a
 hidden size of 25,600, a vocabulary of 256K and 384 experts; the largest clusters about 10^5
-GPUs), but they keep every computation of the core bounded in time and memory and every
-product of sizes inside 64-bit integers and finite floats: with them a parameter count stays
-below 2^58 and a byte count below 2^62.
+GPUs), but they keep every computation of the core bounded in time and memory: with them a
+parameter count stays below 2^60 (exact in a 64-bit integer) and every byte, FLOP and time
+figure is a finite float.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ LIMITS: Mapping[str, float] = MappingProxyType(
         "vocab_size": 1 << 24,
         "max_position_embeddings": 1 << 27,
         "n_routed_experts": 1 << 12,
-        "n_shared_experts": 1 << 12,
+        "n_shared_experts": 1 << 8,
         "num_experts_per_tok": 1 << 12,
         "moe_intermediate_size": 1 << 18,
         "shared_expert_intermediate_size": 1 << 22,

@@ -76,20 +76,26 @@ def config_file(tmp_path: Path, **changes: object) -> str:
 def test_a_config_of_a_trillion_layers_is_one_sentence_in_every_command(capsys, tmp_path, argv):
     path = config_file(tmp_path, num_hidden_layers=10**12)
     code, out, err = cli(capsys, argv[0], "--model", path, *argv[1:])
-    assert_one_sentence(code, out, err, "num_hidden_layers must be at most 1,000")
+    assert_one_sentence(code, out, err, "'num_hidden_layers' must be at most 1,000")
 
 
 def test_a_trillion_layers_in_a_link_is_refused_when_the_model_is_resolved():
     config = json.dumps({**LLAMA_8B, "num_hidden_layers": 10**12})
     scenario, messages = from_query({"source": "upload", "config": config})
     assert messages == [] and scenario.model.source == "upload"
-    with pytest.raises(ConfigError, match="num_hidden_layers must be at most 1,000"):
+    with pytest.raises(ConfigError, match="'num_hidden_layers' must be at most 1,000"):
         resolve_model(scenario.model)
 
 
 def test_a_vocabulary_of_ten_to_the_thirty_is_refused():
-    with pytest.raises(ConfigError, match=r"vocab_size must be at most 16,777,216.*10\^30"):
+    with pytest.raises(ConfigError, match=r"'vocab_size' must be at most 16,777,216.*10\^30"):
         model_from_json_text(json.dumps({**LLAMA_8B, "vocab_size": 10**30}))
+
+
+def test_a_limit_is_named_by_the_configs_own_field():
+    mixtral = json.loads((ROOT / "presets" / "models" / "mixtral-8x7b.json").read_text())
+    with pytest.raises(ConfigError, match="'num_local_experts' must be at most 4,096"):
+        model_from_json_text(json.dumps({**mixtral, "num_local_experts": 10**6}))
 
 
 def test_a_number_of_five_thousand_digits_is_a_sentence_not_a_crash():
@@ -338,7 +344,7 @@ def test_a_link_with_a_trillion_layers_shows_one_sentence_in_the_app():
     at.run()
     assert not at.exception
     errors = [str(e.value) for e in at.error]
-    assert any("num_hidden_layers must be at most 1,000" in e for e in errors), errors
+    assert any("'num_hidden_layers' must be at most 1,000" in e for e in errors), errors
 
 
 def test_the_app_without_its_presets_folder_says_so_in_one_sentence(monkeypatch, tmp_path):
