@@ -13,6 +13,7 @@ Source: the ``configuration_*.py`` and ``modeling_*.py`` files of huggingface/tr
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -20,6 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from explorer.limits import LIMITS, MAX_CONFIG_BYTES, LimitError, check_json_text, shown
 from explorer.specs import ModelSpec
 
 
@@ -304,6 +306,8 @@ def _sparse_layout(
 
 
 def _short(value: object, limit: int = 60) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown(value)  # repr of a huge integer can itself fail
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -362,11 +366,39 @@ def _architecture(config: Mapping[str, Any]) -> str:
     )
 
 
+_LIMITED: Mapping[str, str] = MappingProxyType(
+    {
+        **{name: name for name in LIMITS if name in ModelSpec.__dataclass_fields__},
+        "num_local_experts": "n_routed_experts",  # Mixtral
+        "num_experts": "n_routed_experts",  # Qwen MoE
+        "decoder_sparse_step": "moe_layer_freq",  # Qwen MoE
+        "n_layer": "num_hidden_layers",  # GPT-2
+        "n_embd": "hidden_size",
+        "n_head": "num_attention_heads",
+        "n_inner": "intermediate_size",
+        "n_positions": "max_position_embeddings",
+    }
+)
+"""config.json field -> the ModelSpec field whose limit (explorer.limits) it is held to."""
+
+
+def _within_limits(config: Mapping[str, Any]) -> None:
+    """ConfigError naming the config's own field when a size is beyond this tool's limits."""
+    for key, field in _LIMITED.items():
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > LIMITS[field]:
+            raise ConfigError(
+                f"config.json field '{key}' must be at most {shown(LIMITS[field])} (this tool's "
+                f"limit), got {shown(value)}."
+            )
+
+
 def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -> ModelSpec:
     """The ModelSpec a parsed config.json describes; ConfigError (one sentence) if it cannot."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"config.json must be a JSON object, got {_kind(config)}.")
     architecture = _architecture(config)
+    _within_limits(config)
     try:
         parsed = ARCHITECTURES[architecture].model_validate(dict(config))
     except ValidationError as error:
@@ -375,14 +407,18 @@ def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -
         return ModelSpec(name=name, **parsed.spec_fields())
     except ConfigError:
         raise
+    except LimitError as error:
+        raise ConfigError(f"config.json field {error}.") from None
     except ValueError as error:
         raise ConfigError(f"config.json describes an impossible model: {error}.") from None
 
 
 def model_from_json_text(text: str | bytes, name: str = "uploaded model") -> ModelSpec:
-    """The ModelSpec in the text of a config.json (an upload)."""
+    """The ModelSpec in the text of a config.json (an upload) of at most MAX_CONFIG_BYTES."""
     try:
-        config = json.loads(text)
+        config = json.loads(check_json_text(text, "config.json", MAX_CONFIG_BYTES))
+    except LimitError as error:
+        raise ConfigError(f"{error}.") from None
     except UnicodeDecodeError:
         raise ConfigError("config.json is not UTF-8 text.") from None
     except json.JSONDecodeError as error:
@@ -392,15 +428,51 @@ def model_from_json_text(text: str | bytes, name: str = "uploaded model") -> Mod
         ) from None
     except RecursionError:
         raise ConfigError("config.json is nested too deeply to read.") from None
+    except ValueError:  # Python refuses integers of more than 4,300 digits
+        raise ConfigError("config.json holds a number with too many digits to read.") from None
     return model_from_config(config, name)
+
+
+def _kind_of_file(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((words for test, words in kinds if test(mode)), "not a regular file")
+
+
+def read_config_bytes(path: Path) -> bytes:
+    """The bytes of a config.json on disk: a regular file of at most MAX_CONFIG_BYTES.
+
+    The kind and size are checked before opening (opening a named pipe would wait for a
+    writer); ConfigError (one sentence) otherwise.
+    """
+    try:
+        info = path.stat()
+    except OSError as error:
+        raise ConfigError(f"cannot read '{path}': {error.strerror or error}.") from None
+    if not stat.S_ISREG(info.st_mode):
+        hint = "; give the path of its config.json" if stat.S_ISDIR(info.st_mode) else ""
+        raise ConfigError(f"'{path}' is {_kind_of_file(info.st_mode)}, not a config.json{hint}.")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"'{path}' is {info.st_size:,} bytes; this tool reads a config.json of at most "
+            f"{MAX_CONFIG_BYTES:,} bytes."
+        )
+    try:
+        with path.open("rb") as file:
+            return file.read(MAX_CONFIG_BYTES + 1)  # a file growing since stat is caught later
+    except OSError as error:
+        raise ConfigError(f"cannot read '{path}': {error.strerror or error}.") from None
 
 
 def load_config_file(path: str | Path) -> ModelSpec:
     """The ModelSpec in a config.json on disk, named after its folder (``Llama-3.1-8B``)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(f"cannot read '{path}': {error.strerror or error}.") from None
+    data = read_config_bytes(path)
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     return model_from_json_text(data, name or "uploaded model")

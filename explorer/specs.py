@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from explorer.limits import MAX_GPUS, MAX_LAYERS, check_at_most
+
 Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed"]
 Recompute = Literal["none", "selective", "full"]
 ScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"]
@@ -38,11 +40,30 @@ def _positive(obj: object, *names: str) -> None:
             raise ValueError(f"{name} must be positive, got {value!r}")
 
 
+def _bounded(obj: object, *names: str) -> None:
+    """Every named field that is set is finite and at most its limit (explorer.limits)."""
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None:
+            check_at_most(name, value)
+
+
 def _non_negative(obj: object, *names: str) -> None:
     for name in names:
         value = getattr(obj, name)
         if value < 0:
             raise ValueError(f"{name} must be zero or more, got {value!r}")
+
+
+_MODEL_SIZES = (
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "intermediate_size", "vocab_size", "max_position_embeddings", "n_routed_experts",
+    "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "first_k_dense_replace", "moe_layer_freq", "n_group",
+    "topk_group", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+    "v_head_dim", "num_nextn_predict_layers",
+)  # fmt: skip
+"""ModelSpec fields with an upper bound (explorer.limits)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +169,7 @@ class ModelSpec:
             "v_head_dim",
             "num_nextn_predict_layers",
         )
+        _bounded(self, *_MODEL_SIZES)
         if self.num_attention_heads % self.kv_heads:
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
@@ -247,6 +269,16 @@ class GpuSpec:
             "scale_up_bytes_per_s",
             "scale_up_domain_size",
         )
+        _bounded(
+            self,
+            "memory_bytes",
+            "bf16_flops_per_s",
+            "fp8_flops_per_s",
+            "tf32_flops_per_s",
+            "hbm_bytes_per_s",
+            "scale_up_bytes_per_s",
+            "scale_up_domain_size",
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,8 +316,20 @@ class ClusterSpec:
             "scale_out_bytes_per_s",
         )
         _non_negative(self, "intra_node_latency_s", "inter_node_latency_s")
-        if self.oversubscription < 1:
+        if not self.oversubscription >= 1:
             raise ValueError(f"oversubscription must be at least 1, got {self.oversubscription}")
+        _bounded(
+            self,
+            "gpus_per_node",
+            "num_nodes",
+            "world_size",
+            "scale_up_domain_size",
+            "scale_up_bytes_per_s",
+            "scale_out_bytes_per_s",
+            "intra_node_latency_s",
+            "inter_node_latency_s",
+            "oversubscription",
+        )
 
     @property
     def world_size(self) -> int:
@@ -342,6 +386,12 @@ class Layout:
 
     def __post_init__(self) -> None:
         _positive(self, "dp", "tp", "pp", "cp", "ep", "etp", "micro_batch_size", "virtual_stages")
+        _bounded(self, "dp", "tp", "pp", "cp", "ep", "etp", "micro_batch_size", "virtual_stages")
+        if self.world_size > MAX_GPUS:
+            raise ValueError(
+                f"DP x TP x PP x CP must be at most {MAX_GPUS:,} GPUs (this tool's limit), "
+                f"got {self.world_size:,}"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.stage_layers is not None:
@@ -349,8 +399,10 @@ class Layout:
                 raise ValueError(
                     f"stage_layers has {len(self.stage_layers)} entries for pp = {self.pp}"
                 )
-            if any(n < 0 for n in self.stage_layers):
-                raise ValueError(f"stage_layers must be zero or more, got {self.stage_layers}")
+            if any(not 0 <= n <= MAX_LAYERS for n in self.stage_layers):
+                raise ValueError(
+                    f"stage_layers must be between 0 and {MAX_LAYERS:,}, got {self.stage_layers}"
+                )
         if sorted(self.mesh_order) != sorted(MESH_ORDER):
             raise ValueError(f"mesh_order must be a permutation of {MESH_ORDER}")
         if self.virtual_stages > 1 and self.schedule != "interleaved":
@@ -385,6 +437,7 @@ class TrainingWorkload:
 
     def __post_init__(self) -> None:
         _positive(self, "seq_len", "global_batch_size")
+        _bounded(self, "seq_len", "global_batch_size")
 
     @property
     def tokens_per_step(self) -> int:
@@ -408,6 +461,7 @@ class ServingWorkload:
 
     def __post_init__(self) -> None:
         _positive(self, "prompt_len", "output_len", "concurrency")
+        _bounded(self, "prompt_len", "output_len", "concurrency")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

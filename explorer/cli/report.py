@@ -91,6 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def model_ref(model: str) -> ModelRef:
     """A preset id as a preset reference; a path to a config.json as an upload."""
+    from explorer.hf_config import read_config_bytes
     from explorer.presets import load_model, model_ids
 
     if model in model_ids():
@@ -98,7 +99,7 @@ def model_ref(model: str) -> ModelRef:
     path = Path(model)
     if not path.is_file():
         load_model(model)  # raises the standard sentence (unknown preset or missing file)
-    return model_ref_from_upload(path.read_bytes(), path.name)
+    return model_ref_from_upload(read_config_bytes(path), path.name)
 
 
 def cluster_inputs(args: argparse.Namespace) -> ClusterInputs:

@@ -20,8 +20,10 @@ from explorer.cli.args import (
     calibration_lines,
     cluster_from,
     model_from,
+    whole,
 )
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+from explorer.limits import limit
 from explorer.precision import precision_policy
 from explorer.scaling import LayoutFamily, scaling_sweep
 from explorer.specs import PRECISIONS, RECOMPUTES, TrainingWorkload
@@ -41,11 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="comma-separated GPU counts, e.g. 64,128,256 (the smallest is the baseline)",
     )
-    group.add_argument("--seq", type=int, required=True, help="tokens per sequence")
+    group.add_argument("--seq", type=whole("seq_len"), required=True, help="tokens per sequence")
     group.add_argument(
-        "--gbs", type=int, required=True, help="sequences per step (at the smallest count)"
+        "--gbs",
+        type=whole("global_batch_size"),
+        required=True,
+        help="sequences per step (at the smallest count)",
     )
-    group.add_argument("--mbs", type=int, default=1, help="sequences per micro-batch")
+    group.add_argument(
+        "--mbs", type=whole("micro_batch_size"), default=1, help="sequences per micro-batch"
+    )
     group.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed")
     group.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
     group.add_argument(
@@ -57,14 +64,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def counts_from(text: str) -> list[int]:
-    """GPU counts from "64,128,256"."""
+    """GPU counts from "64,128,256", each at most the GPU limit, at most ``gpu_counts`` of them."""
+    parts = [part for part in text.split(",") if part.strip()]
+    most = int(limit("gpu_counts"))
+    if len(parts) > most:
+        raise ValueError(f"--gpu-counts takes at most {most} counts, got {len(parts)}")
+    parse = whole("world_size")
     try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ValueError(
-            f"--gpu-counts must be integers separated by commas, got {text!r}"
-        ) from None
-    if not counts or min(counts) < 1:
+        counts = [parse(part) for part in parts]
+    except argparse.ArgumentTypeError as error:
+        raise ValueError(f"--gpu-counts: each count {error}") from None
+    if not counts:
         raise ValueError(f"--gpu-counts must be positive integers, got {text!r}")
     return counts
 

@@ -24,9 +24,11 @@ from explorer.cli.args import (
     calibration_json,
     calibration_lines,
     cluster_from,
+    few,
     model_from,
     overrides_from,
     space_choices,
+    whole,
     workload_from,
 )
 from explorer.cli.importing import (
@@ -53,12 +55,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload(parser)
     parser.set_defaults(mbs=None)  # --mbs fixes the micro-batch; by default the space's values
     group = parser.add_argument_group("search")
-    group.add_argument("--top", type=int, default=10, help="layouts to rank (default 10)")
-    add_space(group)
-    group.add_argument("--cp-values", type=int, nargs="+", help="context-parallel degrees")
-    group.add_argument("--ep-values", type=int, nargs="+", help="expert-parallel degrees")
     group.add_argument(
-        "--etp-values", type=int, nargs="+", help="expert-tensor-parallel degrees (default 1)"
+        "--top", type=whole("ranked"), default=10, help="layouts to rank (default 10)"
+    )
+    add_space(group)
+    group.add_argument("--cp-values", type=whole("cp"), nargs="+", help="context-parallel degrees")
+    group.add_argument("--ep-values", type=whole("ep"), nargs="+", help="expert-parallel degrees")
+    group.add_argument(
+        "--etp-values",
+        type=whole("etp"),
+        nargs="+",
+        help="expert-tensor-parallel degrees (default 1)",
     )
     assumptions = parser.add_argument_group("assumptions")
     add_assume(assumptions)
@@ -72,9 +79,9 @@ def space_from(args: argparse.Namespace) -> SearchSpace:
     """The search space the flags ask for (defaults where a flag is absent)."""
     chosen: dict[str, Any] = {
         **space_choices(args),
-        "cp_values": args.cp_values,
-        "ep_values": args.ep_values,
-        "etp_values": args.etp_values,
+        "cp_values": few(args.cp_values, "--cp-values"),
+        "ep_values": few(args.ep_values, "--ep-values"),
+        "etp_values": few(args.etp_values, "--etp-values"),
     }
     if args.mbs is not None:  # --mbs fixes the micro-batch
         chosen["micro_batch_sizes"] = (args.mbs,)

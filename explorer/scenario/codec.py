@@ -16,6 +16,13 @@ from typing import Any, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
+from explorer.limits import (
+    MAX_REPORT_BYTES,
+    MAX_URL_CONFIG_CHARS,
+    MAX_URL_VALUE_CHARS,
+    LimitError,
+    check_json_text,
+)
 from explorer.scenario.inputs import (
     AssumptionValue,
     ClusterInputs,
@@ -145,6 +152,14 @@ def _reason(error: ValidationError) -> str:
     return error.errors()[0]["msg"].rstrip(".")
 
 
+def _within_length(name: str, text: str) -> str:
+    """``text``, or ValueError when it is longer than a URL value may be (explorer.limits)."""
+    most = MAX_URL_CONFIG_CHARS if name == "config_json" else MAX_URL_VALUE_CHARS
+    if len(text) > most:
+        raise ValueError(f"{len(text):,} characters, more than the {most:,} a link may carry")
+    return text
+
+
 def from_query(params: Mapping[str, str | list[str]]) -> tuple[Scenario, list[str]]:
     """The scenario a link describes, and a message for every value that was ignored.
 
@@ -159,9 +174,11 @@ def from_query(params: Mapping[str, str | list[str]]) -> tuple[Scenario, list[st
         group, name = QUERY_KEYS[key]
         text = _first(raw)
         try:
-            values[group][name] = _decode(group, name, text)
-        except (ValidationError, ValueError) as error:
+            values[group][name] = _decode(group, name, _within_length(name, text))
+        except (ValidationError, ValueError, RecursionError) as error:
             reason = _reason(error) if isinstance(error, ValidationError) else str(error)
+            if isinstance(error, RecursionError):
+                reason = "nested too deeply"
             shown = text if len(text) <= 40 else text[:37] + "..."
             messages.append(f"Ignored {key}={shown!r} from the link ({reason}); kept the default.")
     return _assemble(values), messages
@@ -215,8 +232,13 @@ def from_dict(data: Mapping[str, Any]) -> Scenario:
 
 
 def from_json(text: str | bytes) -> Scenario:
+    """The scenario in JSON text, its size and nesting bounded before parsing."""
     try:
-        data = json.loads(text)
+        data = json.loads(check_json_text(text, "The scenario", MAX_REPORT_BYTES))
+    except LimitError as error:
+        raise ValueError(f"{error}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"The scenario is not valid JSON ({error}).") from None
+    except (ValueError, RecursionError):
+        raise ValueError("The scenario holds JSON this tool cannot read.") from None
     return from_dict(data)

@@ -12,6 +12,15 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from explorer.limits import (
+    MAX_ASSUMPTION,
+    MAX_BYTES_PER_S,
+    MAX_GPUS,
+    MAX_SEQUENCES,
+    MAX_TOKENS,
+    MAX_URL_CONFIG_CHARS,
+    limit,
+)
 from explorer.mesh import SearchSpace
 from explorer.specs import (
     RECOMPUTES,
@@ -30,14 +39,17 @@ from explorer.specs import (
 WorkloadKind = Literal["training", "serving"]
 ModelSource = Literal["preset", "generic", "upload"]
 
-Degree = Annotated[int, Field(ge=1, le=1 << 20)]
-Count = Annotated[int, Field(ge=0, le=1 << 20)]
+# Bounds from explorer.limits, the same as the specs' and the command line's.
+Degree = Annotated[int, Field(ge=1, le=MAX_GPUS)]
+PerNode = Annotated[int, Field(ge=0, le=limit("gpus_per_node"))]
+Nodes = Annotated[int, Field(ge=0, le=limit("num_nodes"))]
 """GPUs per node and nodes may be zero in the input: the app then says the cluster is empty."""
-Tokens = Annotated[int, Field(ge=1, le=1 << 24)]
-Sequences = Annotated[int, Field(ge=1, le=1 << 24)]
-Bandwidth = Annotated[float, Field(gt=0, le=1e6)] | None
-ConfigText = Annotated[str, Field(max_length=200_000)]
-AssumptionValue = bool | float | Annotated[str, Field(max_length=64)] | None
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+Sequences = Annotated[int, Field(ge=1, le=MAX_SEQUENCES)]
+Bandwidth = Annotated[float, Field(gt=0, le=MAX_BYTES_PER_S / 1e9, allow_inf_nan=False)] | None
+ConfigText = Annotated[str, Field(max_length=MAX_URL_CONFIG_CHARS)]
+Finite = Annotated[float, Field(ge=-MAX_ASSUMPTION, le=MAX_ASSUMPTION, allow_inf_nan=False)]
+AssumptionValue = bool | Finite | Annotated[str, Field(max_length=64)] | None
 Overrides = tuple[tuple[Annotated[str, Field(max_length=64)], AssumptionValue], ...]
 CalibrationNotes = Annotated[
     tuple[tuple[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=400)]], ...],
@@ -78,13 +90,13 @@ class ClusterInputs:
 
     gpu: str = "h100-sxm"
     """GPU preset id."""
-    gpus_per_node: Count = 8
-    num_nodes: Count = 8
+    gpus_per_node: PerNode = 8
+    num_nodes: Nodes = 8
     intra_node_GBps: Bandwidth = None
     """Fast-link bandwidth per GPU, one direction, GB/s (1e9 B/s); None is the GPU's figure."""
     inter_node_GBps: Bandwidth = None
     """Fabric bandwidth per GPU, one direction, GB/s; None is ClusterSpec's default."""
-    oversubscription: Annotated[float, Field(ge=1, le=64)] = 1.0
+    oversubscription: Annotated[float, Field(ge=1, le=limit("oversubscription"))] = 1.0
     """Fabric oversubscription; 1 is non-blocking."""
 
     @property
@@ -104,7 +116,7 @@ class LayoutInputs:
     zero: ZeroStage = 1
     recompute: Recompute = "selective"
     schedule: ScheduleName = "1f1b"
-    virtual_stages: Annotated[int, Field(ge=1, le=64)] = 1
+    virtual_stages: Annotated[int, Field(ge=1, le=limit("virtual_stages"))] = 1
     sequence_parallel: bool = True
     micro_batch_size: Sequences = 1
 
@@ -120,11 +132,11 @@ class SearchInputs:
     micro_batch_sizes: Annotated[
         tuple[Annotated[int, Field(ge=1, le=1024)], ...], Field(min_length=1, max_length=8)
     ] = (1, 2, 4)
-    max_virtual: Annotated[int, Field(ge=1, le=16)] = 4
+    max_virtual: Annotated[int, Field(ge=1, le=limit("max_virtual"))] = 4
     """Most virtual stages per rank for interleaved 1F1B."""
     tp_across_domain: bool = False
     """Let TP groups leave the scale-up domain."""
-    ranked: Annotated[int, Field(ge=1, le=200)] = 20
+    ranked: Annotated[int, Field(ge=1, le=limit("ranked"))] = 20
     """Layouts the Meshes page ranks (the search stops once they are certain)."""
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
+from explorer import limits
 from explorer.scenario import LayoutInputs, Scenario, SearchInputs
 from explorer.specs import RECOMPUTES, SCHEDULES
 from explorer.ui import cached, inputs, sidebar
@@ -223,11 +224,16 @@ def _space(scenario: Scenario) -> None:
     left.multiselect("Recompute", RECOMPUTES, key=key("recomputes"))
     sizes = sorted({*MICRO_BATCH_SIZES, *scenario.search.micro_batch_sizes})
     right.multiselect("Micro-batch sizes", sizes, key=key("mbs_tried"))
-    left.number_input("Most virtual stages", min_value=1, max_value=16, key=key("max_virtual"))
+    left.number_input(
+        "Most virtual stages",
+        min_value=1,
+        max_value=int(limits.limit("max_virtual")),
+        key=key("max_virtual"),
+    )
     right.number_input(
         "Layouts to rank",
         min_value=1,
-        max_value=200,
+        max_value=int(limits.limit("ranked")),
         key=key("ranked"),
         help="The search stops once these are certain; more rows take a little longer.",
     )

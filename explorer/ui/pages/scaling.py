@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from explorer.limits import MAX_GPUS
 from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
 from explorer.ui.charts.scaling import ScalingRow, scaling_figure
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 RANGE_KEY = "scaling_range"
 TABS_KEY = "scaling_kind"
 AXES = ("tp", "pp", "dp", "ep")
-MAX_GPUS = 1 << 16
 
 
 def _counts(scenario: Scenario) -> tuple[int, ...]:
