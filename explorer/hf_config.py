@@ -13,7 +13,6 @@ Source: the ``configuration_*.py`` and ``modeling_*.py`` files of huggingface/tr
 from __future__ import annotations
 
 import json
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -21,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from explorer.files import UserFileError, read_user_file
 from explorer.limits import LIMITS, MAX_CONFIG_BYTES, LimitError, check_json_text, shown
 from explorer.specs import ModelSpec
 
@@ -433,41 +433,15 @@ def model_from_json_text(text: str | bytes, name: str = "uploaded model") -> Mod
     return model_from_config(config, name)
 
 
-def _kind_of_file(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a named pipe"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((words for test, words in kinds if test(mode)), "not a regular file")
-
-
 def read_config_bytes(path: Path) -> bytes:
-    """The bytes of a config.json on disk: a regular file of at most MAX_CONFIG_BYTES.
-
-    The kind and size are checked before opening (opening a named pipe would wait for a
-    writer); ConfigError (one sentence) otherwise.
-    """
+    """The bytes of a config.json on disk: a regular file of at most MAX_CONFIG_BYTES, checked
+    before opening (explorer.files); ConfigError (one sentence) otherwise."""
     try:
-        info = path.stat()
-    except OSError as error:
-        raise ConfigError(f"cannot read '{path}': {error.strerror or error}.") from None
-    if not stat.S_ISREG(info.st_mode):
-        hint = "; give the path of its config.json" if stat.S_ISDIR(info.st_mode) else ""
-        raise ConfigError(f"'{path}' is {_kind_of_file(info.st_mode)}, not a config.json{hint}.")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"'{path}' is {info.st_size:,} bytes; this tool reads a config.json of at most "
-            f"{MAX_CONFIG_BYTES:,} bytes."
+        return read_user_file(
+            path, "a config.json", MAX_CONFIG_BYTES, hint="; give the path of its config.json"
         )
-    try:
-        with path.open("rb") as file:
-            return file.read(MAX_CONFIG_BYTES + 1)  # a file growing since stat is caught later
-    except OSError as error:
-        raise ConfigError(f"cannot read '{path}': {error.strerror or error}.") from None
+    except UserFileError as error:
+        raise ConfigError(str(error)) from None
 
 
 def load_config_file(path: str | Path) -> ModelSpec:

@@ -37,6 +37,8 @@ MAX_SCHEDULE_ACTIONS: Final = 1 << 19
 1 GB); longer steps of 1F1B, ZB-H1 and DualPipe are extrapolated (explorer.schedules.periodic)."""
 MAX_CONFIG_BYTES: Final = 1 << 20
 """Size of an uploaded or read config.json (1 MiB; published ones are under 10 KB)."""
+MAX_RECIPE_BYTES: Final = 1 << 20
+"""Size of a launch-settings file to import (1 MiB; published recipes are under 50 KB)."""
 MAX_REPORT_BYTES: Final = 8 << 20
 """Size of a JSON report to restore (8 MiB; a report with a search is well under 1 MB)."""
 MAX_JSON_DEPTH: Final = 64

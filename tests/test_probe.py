@@ -373,7 +373,7 @@ def _good_text(tmp_path: Path) -> str:
         (lambda t: _good_text(t).replace("flops_per_s = ", "flops_per_s = inf #", 1), "gemm.0"),
         (lambda t: _good_text(t).replace('kind = "cuda"', 'kind = "tpu"'), "kind"),
         (lambda t: _good_text(t) + "\nextra_key = 1\n", "extra_key"),
-        (lambda t: "x" * 2_000_001, "larger than"),
+        (lambda t: "x" * 2_000_001, "of at most 2,000,000 bytes"),
     ],
     ids=[
         "not-toml",

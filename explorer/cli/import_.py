@@ -10,10 +10,11 @@ sentence per setting the tool cannot express.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
+from explorer.files import UserFileError, read_user_text
 from explorer.importers import Imported, imported_json, read_megatron, read_torchtitan
+from explorer.importers.settings import RecipeError
+from explorer.limits import MAX_RECIPE_BYTES
 
 NAME = "import"
 HELP = "read Megatron-LM / Megatron-Bridge / NeMo or torchtitan launch settings into the scenario"
@@ -37,8 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_text(path: str) -> str:
-    """The file's text, or standard input for ``-``."""
-    return sys.stdin.read() if path == "-" else Path(path).read_text()
+    """The file's text, or standard input for ``-`` (a regular file of at most
+    MAX_RECIPE_BYTES, explorer.files)."""
+    try:
+        return read_user_text(path, "launch settings", MAX_RECIPE_BYTES)
+    except UserFileError as error:
+        raise RecipeError(str(error)) from None
 
 
 def imported_from(

@@ -27,6 +27,7 @@ from explorer.importers.settings import (
     RecipeError,
     Settings,
     argument_settings,
+    check_recipe_text,
     looks_like_arguments,
     yaml_settings,
 )
@@ -48,6 +49,7 @@ def read_megatron(
     ``num_gpus`` is the world size when the settings do not give one; ``model`` the model
     whose layer count splits the pipeline when the settings carry no ``num_layers``.
     """
+    check_recipe_text(text)
     arguments = looks_like_arguments(text)
     if arguments:
         raw, ours = argument_settings(text)

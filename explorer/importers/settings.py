@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.limits import MAX_RECIPE_BYTES
+
 
 class RecipeError(ValueError):
     """Launch settings that cannot be read; the message is one sentence naming the field."""
@@ -104,16 +106,48 @@ def flatten(data: Mapping[str, Any], priority: Iterable[str] = ()) -> Settings:
     the first value that is set (not None, not False), sections in ``priority`` first."""
     order = [*priority, *(k for k in data if k not in priority)]
     settings: Settings = {}
+    budget = [MAX_SETTINGS_VISITED]
     for section in order:
         if section in data:
-            _collect(data[section], [section], settings)
+            _collect(data[section], [section], settings, budget)
     return settings
 
 
-def _collect(value: Any, path: list[str], settings: Settings) -> None:
+MAX_WORD_CHARS = 4_096
+"""Longest run of text without a space a recipe may hold: shlex reads a word in time that
+grows with the square of its length (a 1 MB word takes half a minute; issue 15)."""
+
+
+def check_recipe_text(text: str) -> None:
+    """RecipeError when ``text`` is too large for the readers (explorer.limits) or holds a word
+    over MAX_WORD_CHARS."""
+    if len(text) > MAX_RECIPE_BYTES:
+        raise RecipeError(f"the settings are over {MAX_RECIPE_BYTES:,} characters, too long")
+    longest = max((len(w) for w in re.findall(rf"\S{{{MAX_WORD_CHARS + 1},}}", text)), default=0)
+    if longest:
+        raise RecipeError(
+            f"the settings hold a word of {longest:,} characters without a space; a setting is "
+            f"at most {MAX_WORD_CHARS:,}"
+        )
+
+
+MAX_SETTINGS_VISITED = 100_000
+"""Settings a recipe may hold, counted as visited: YAML aliases can make a few lines expand
+into billions of entries ("billion laughs"), so the walk has a budget (issue 15)."""
+
+
+def _collect(value: Any, path: list[str], settings: Settings, budget: list[int]) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise RecipeError(
+            f"the recipe holds more than {MAX_SETTINGS_VISITED:,} settings (counting repeated "
+            "aliases), more than this tool reads"
+        )
+    if len(path) > 64:
+        raise RecipeError(f"the recipe nests more than 64 levels deep at {'.'.join(path[:3])}...")
     if isinstance(value, Mapping) and not _is_dtype(value):
         for key, inner in value.items():
-            _collect(inner, [*path, str(key)], settings)
+            _collect(inner, [*path, str(key)], settings, budget)
         return
     name = path[-1]
     if name.startswith("_"):
@@ -140,7 +174,8 @@ def yaml_settings(text: str, priority: Iterable[str] = ()) -> Settings:
     if _is_override_list(text):
         return _override_settings(text)
     try:
-        data = yaml.safe_load(text)
+        # the C parser where PyYAML has it: the pure-Python one takes seconds on a 1 MiB file
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

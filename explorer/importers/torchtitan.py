@@ -16,7 +16,7 @@ from typing import Any
 
 from explorer.importers.comments import apply_explorer_comments, comment_lines
 from explorer.importers.scenario import Draft, Imported
-from explorer.importers.settings import RecipeError, Setting, Settings
+from explorer.importers.settings import RecipeError, Setting, Settings, check_recipe_text
 from explorer.importers.torchtitan_pipeline import read_pipeline
 from explorer.importers.torchtitan_precision import read_precision, read_recompute
 from explorer.importers.torchtitan_table import FLAVORS, IGNORED_SECTIONS, TABLE, Unsupported
@@ -46,6 +46,7 @@ def read_torchtitan(
     text: str, num_gpus: int | None = None, model: ModelSpec | None = None
 ) -> Imported:
     """The scenario of a torchtitan TOML; ``num_gpus`` fills a shard degree of -1."""
+    check_recipe_text(text)
     draft = Draft(_settings(text))
     # FSDP2, DTensor TP and eager autograd: the memory behaviour measured on PyTorch
     # (explorer.memory.frameworks.PYTORCH)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.importers import Imported, read_megatron, read_torchtitan
+from explorer.limits import MAX_RECIPE_BYTES
 from explorer.scenario import LayoutInputs
 from explorer.ui.state import MODEL_CHOICE, key, layout_state, scenario_from_state
 
@@ -82,6 +83,7 @@ def render() -> None:
             "Paste the arguments, recipe YAML or TOML",
             key=TEXT,
             height=150,
+            max_chars=MAX_RECIPE_BYTES,
             help="--tensor-model-parallel-size 8 ... (Megatron-LM), a Megatron-Bridge or NeMo "
             "recipe YAML or model.x=y overrides, or a torchtitan job config.",
         )
