@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from explorer.comm.links import (
@@ -247,11 +248,13 @@ def send_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> flo
     return send_link_s(size_bytes, group, eff.scale_out if group.crosses_domains else eff.scale_up)
 
 
+@lru_cache(maxsize=1 << 16)
 def collective_s(
     kind: CollectiveKind, size_bytes: float, group: GroupPlacement, eff: LinkEfficiency
 ) -> float:
     """Seconds of one collective of ``kind`` on ``size_bytes`` over ``group``: a measured
-    sweep of the cluster where one matches, else the fabric model."""
+    sweep of the cluster where one matches, else the fabric model (cached: a search times
+    the same calls on the same cached placements for many layouts)."""
     if group.measured and group.size > 1 and size_bytes > 0:
         scale = eff.scale_out if group.crosses_domains else eff.scale_up
         found = measured_s(kind, size_bytes, group, scale)

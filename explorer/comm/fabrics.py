@@ -21,7 +21,7 @@ import math
 import tomllib
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Final
 
@@ -148,8 +148,10 @@ def load_fabric(fabric_id: str) -> Fabric:
     return make_fabric(**fields)
 
 
+@lru_cache(maxsize=1 << 14)
 def ramp(fabric: Fabric, size_bytes: float) -> float:
-    """Share of the large-message bus bandwidth reached at ``size_bytes`` (1 without a sweep).
+    """Share of the large-message bus bandwidth reached at ``size_bytes`` (1 without a sweep;
+    cached: a search asks for the same sizes many times).
 
     Source: the fabric's published sweep (``ramp_*``), read by ``interpolated_share``.
     """
@@ -179,9 +181,10 @@ def protocol_s(
     """Seconds of one collective under NCCL's fastest protocol: base + steps x step latency +
     bus bytes / (bus bandwidth x the protocol's share). Source: NVIDIA/nccl tuning.cc
     (ncclTopoGetAlgoTime: latency + bytes / bandwidth, the minimum chosen)."""
-    return min(
-        p.base_latency_s
-        + steps * p.step_latency_s
-        + wire_bytes / (busbw_bytes_per_s * p.bandwidth_share)
-        for p in protocols
-    )
+    best = math.inf
+    for p in protocols:
+        t = p.base_latency_s + steps * p.step_latency_s
+        t += wire_bytes / (busbw_bytes_per_s * p.bandwidth_share)
+        if t < best:
+            best = t
+    return best

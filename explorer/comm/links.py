@@ -49,13 +49,17 @@ def intra_ring_s(
     protocol where it is faster (small messages, when the sweep forced another algorithm).
     Without one: NCCL's fastest protocol. Source: explorer.comm.fabrics; NVIDIA/nccl tuning.cc.
     """
-    fabric = scale_up_of(group)
+    fabric = group.scale_up_fabric or load_fabric(DEFAULT_SCALE_UP)
     busbw = group.fast_bytes_per_s * fabric.large_message_share * scale
     if not fabric.ramp_sizes_bytes:
         return protocol_s(fabric.ring, wire_bytes, steps, busbw)
-    extra = max(0, steps - fabric.ramp_steps) * fabric.ring[0].step_latency_s
+    ll = fabric.ring[0]
+    extra = max(0, steps - fabric.ramp_steps) * ll.step_latency_s
     published = wire_bytes / (busbw * ramp(fabric, size_bytes)) + extra
-    return min(published, protocol_s(fabric.ring[:1], wire_bytes, steps, busbw))
+    small = (
+        ll.base_latency_s + steps * ll.step_latency_s + wire_bytes / (busbw * ll.bandwidth_share)
+    )
+    return min(published, small)
 
 
 def nvls_s(size_bytes: float, group: GroupPlacement, scale: float) -> float:
@@ -66,12 +70,11 @@ def nvls_s(size_bytes: float, group: GroupPlacement, scale: float) -> float:
     Source: NVIDIA/nccl-tests#212 (NVLS algbw ~275 GB/s on 8 H100, busbw ~480 GB/s); NCCL
     tuning.cc (NVLS latency does not grow with the rank count).
     """
-    fabric = scale_up_of(group)
+    fabric = group.scale_up_fabric or load_fabric(DEFAULT_SCALE_UP)
     if not group.nvls or fabric.nvls_share <= 0:
         return math.inf
-    return size_bytes / (
-        group.fast_bytes_per_s * fabric.nvls_share * scale * ramp(fabric, size_bytes)
-    )
+    algbw = group.fast_bytes_per_s * fabric.nvls_share * scale
+    return size_bytes / (algbw * ramp(fabric, size_bytes))
 
 
 def intra_all_reduce_s(size_bytes: float, n: int, group: GroupPlacement, scale: float) -> float:
@@ -80,6 +83,8 @@ def intra_all_reduce_s(size_bytes: float, n: int, group: GroupPlacement, scale: 
     if n <= 1:
         return 0.0
     ring = intra_ring_s(size_bytes, 2 * (n - 1) / n * size_bytes, 2 * (n - 1), group, scale)
+    if not group.nvls:
+        return ring
     return min(ring, nvls_s(size_bytes, group, scale))
 
 
@@ -87,11 +92,18 @@ def _fabric_busbw(group: GroupPlacement, fabric: Fabric, scale: float) -> float:
     return group.fabric_bytes_per_s * fabric.large_message_share * scale
 
 
+@lru_cache(maxsize=1 << 14)
+def _network_s(fabric: Fabric, tree: bool, wire_bytes: float, steps: int, busbw: float) -> float:
+    """``protocol_s`` over the fabric's ring (or tree) protocols, cached on cheap keys (the
+    fabric hashes by identity): the search asks for the same calls many times."""
+    return protocol_s(fabric.tree if tree else fabric.ring, wire_bytes, steps, busbw)
+
+
 def fabric_ring_s(wire_bytes: float, steps: int, group: GroupPlacement, scale: float) -> float:
     """A ring (or grouped point-to-point) step sequence across domains, each GPU on its own
     NIC, s: NCCL's fastest protocol. Source: NVIDIA/nccl tuning.cc (ring, NET latencies)."""
-    fabric = scale_out_of(group)
-    return protocol_s(fabric.ring, wire_bytes, steps, _fabric_busbw(group, fabric, scale))
+    fabric = group.scale_out_fabric or load_fabric(DEFAULT_SCALE_OUT)
+    return _network_s(fabric, False, wire_bytes, steps, _fabric_busbw(group, fabric, scale))
 
 
 def fabric_all_reduce_s(shard_bytes: float, d: int, group: GroupPlacement, scale: float) -> float:
@@ -105,12 +117,12 @@ def fabric_all_reduce_s(shard_bytes: float, d: int, group: GroupPlacement, scale
     """
     if d <= 1 or shard_bytes <= 0:
         return 0.0
-    fabric = scale_out_of(group)
+    fabric = group.scale_out_fabric or load_fabric(DEFAULT_SCALE_OUT)
     busbw = _fabric_busbw(group, fabric, scale)
-    best = protocol_s(fabric.ring, 2 * (d - 1) / d * shard_bytes, 2 * (d - 1), busbw)
+    best = _network_s(fabric, False, 2 * (d - 1) / d * shard_bytes, 2 * (d - 1), busbw)
     if fabric.tree:
         levels = 2 * math.ceil(math.log2(d))
-        best = min(best, protocol_s(fabric.tree, 2 * shard_bytes, levels, busbw))
+        best = min(best, _network_s(fabric, True, 2 * shard_bytes, levels, busbw))
     if group.sharp and fabric.sharp_latency_s is not None:
         best = min(best, fabric.sharp_latency_s + shard_bytes / busbw)
     return best
@@ -136,7 +148,7 @@ def flat_ring_s(
     nics = group.ranks_per_domain * group.fabric_bytes_per_s * out.large_message_share
     busbw = min(fast, nics * scales[1])
     inside = (steps[0] - steps[1]) * up.ring[0].step_latency_s
-    return inside + protocol_s(out.ring, wire_bytes, steps[1], busbw)
+    return inside + _network_s(out, False, wire_bytes, steps[1], busbw)
 
 
 def all_to_all_link_s(
@@ -162,7 +174,7 @@ def send_link_s(size_bytes: float, group: GroupPlacement, scale: float) -> float
         return fabric_ring_s(size_bytes, 1, group, scale)
     fabric = scale_up_of(group)
     busbw = group.fast_bytes_per_s * fabric.large_message_share * scale
-    return protocol_s(fabric.ring, size_bytes, 1, busbw)
+    return _network_s(fabric, False, size_bytes, 1, busbw)
 
 
 def _bus_factor(kind: str, n: int) -> float:

@@ -45,9 +45,11 @@ _DENSE_AXES = {"dp_cp": ("cp", "dp")}
 _EXPERT_GROUPS = {"ep": ("ep",), "etp": ("etp",), "edp": ("edp",)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GroupPlacement:
-    """Where one process group's ranks sit and which links its collectives use."""
+    """Where one process group's ranks sit and which links its collectives use. Compared and
+    hashed by identity (placements are cached per layout shape), so timing caches keyed on
+    one stay cheap."""
 
     group: GroupName
     """Which process group."""
