@@ -9,6 +9,8 @@ from dataclasses import replace
 from itertools import pairwise
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from explorer.comm import (
     DEFAULT_LINK_EFFICIENCY,
@@ -110,6 +112,12 @@ def test_busbw_approaches_the_large_message_figures_nccl_maintainers_quote() -> 
     assert busbw("all-gather", 8 * GB, ring) == pytest.approx(370 * GB, rel=VENDOR)
     assert busbw("all-reduce", 8 * GB, ring) == pytest.approx(370 * GB, rel=VENDOR)
     assert busbw("all-reduce", 8 * GB, nvls) == pytest.approx(480 * GB, rel=VENDOR)
+
+
+def test_nvls_on_the_export_limited_h800_matches_its_reported_busbw() -> None:
+    # NVIDIA/nccl#1374: 8 x H800 all-reduce busbw 215 GB/s (NVLS; NVLink 200 GB/s a direction)
+    group = node_group("h800-deepseek", 8)
+    assert busbw("all-reduce", 8 * GB, group) == pytest.approx(215 * GB, rel=VENDOR)
 
 
 def test_256_megabytes_is_too_small_to_reach_peak_on_h100() -> None:
@@ -350,3 +358,26 @@ def test_a_custom_fabric_runs_its_own_protocols() -> None:
     assert collective_s("all-gather", 8 * GB, group, EFF) == pytest.approx(
         1e-6 + 7 / 8 * 8 * GB / (450e9 * 0.5), rel=1e-12
     )
+
+
+@given(
+    size=st.floats(1e3, 1e11),
+    per_domain=st.sampled_from([1, 2, 4, 8]),
+    domains=st.integers(1, 64),
+    faster=st.floats(1.0, 10.0),
+)
+def test_faster_links_never_slow_a_collective_on_the_published_fabrics(
+    size: float, per_domain: int, domains: int, faster: float
+) -> None:
+    base = node_group("hgx-h100", 8)
+    group = replace(
+        base, size=per_domain * domains, ranks_per_domain=per_domain, num_domains=domains
+    )
+    quick = replace(
+        group,
+        fast_bytes_per_s=group.fast_bytes_per_s * faster,
+        fabric_bytes_per_s=group.fabric_bytes_per_s * faster,
+    )
+    for kind in KINDS:
+        slow_s = collective_s(kind, size, group, EFF)  # type: ignore[arg-type]
+        assert collective_s(kind, size, quick, EFF) <= slow_s * (1 + 1e-12)  # type: ignore[arg-type]
