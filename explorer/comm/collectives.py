@@ -248,15 +248,23 @@ def send_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> flo
     return send_link_s(size_bytes, group, eff.scale_out if group.crosses_domains else eff.scale_up)
 
 
-@lru_cache(maxsize=1 << 16)
 def collective_s(
     kind: CollectiveKind, size_bytes: float, group: GroupPlacement, eff: LinkEfficiency
 ) -> float:
     """Seconds of one collective of ``kind`` on ``size_bytes`` over ``group``: a measured
-    sweep of the cluster where one matches, else the fabric model (cached: a search times
-    the same calls on the same cached placements for many layouts)."""
+    sweep of the cluster where one matches, else the fabric model."""
+    return _collective_s(kind, size_bytes, group, eff.scale_up, eff.scale_out)
+
+
+@lru_cache(maxsize=1 << 16)
+def _collective_s(
+    kind: CollectiveKind, size_bytes: float, group: GroupPlacement, up: float, out: float
+) -> float:
+    """``collective_s`` cached on cheap keys (placements hash by identity, multipliers are
+    floats): a search times the same calls on the same cached placements for many layouts."""
+    eff = LinkEfficiency(scale_up=up, scale_out=out)
     if group.measured and group.size > 1 and size_bytes > 0:
-        scale = eff.scale_out if group.crosses_domains else eff.scale_up
+        scale = out if group.crosses_domains else up
         found = measured_s(kind, size_bytes, group, scale)
         if found is not None:
             return found
