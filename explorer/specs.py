@@ -255,6 +255,9 @@ class GpuSpec:
     """NVLink / Infinity Fabric bandwidth per GPU, one direction, bytes/s."""
     scale_up_domain_size: int = 8
     """GPUs joined by the scale-up links (8 for an HGX board, 72 for NVL72)."""
+    scale_up_fabric: str = "nvlink4"
+    """Scale-up link model, ``presets/fabrics/<id>.toml``: achievable bus bandwidth by message
+    size and whether NVLink SHARP exists (nvlink3, nvlink4, nvlink5, infinity-fabric)."""
     source: str = ""
     """Where the figures come from."""
 
@@ -282,6 +285,32 @@ class GpuSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuredBusbw:
+    """Bus bandwidth of one collective measured at several message sizes (nccl-tests busbw:
+    algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the gathers, scatters and all-to-all)."""
+
+    kind: Literal["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "point-to-point"]
+    """Collective measured."""
+    group_size: int
+    """Ranks in the measured group."""
+    crosses_domains: bool
+    """Whether the measured group spanned scale-up domains (nodes or racks)."""
+    sizes_bytes: tuple[float, ...]
+    """Message sizes, bytes, increasing (nccl-tests' size column: the full buffer)."""
+    busbw_bytes_per_s: tuple[float, ...]
+    """Bus bandwidth at each size, bytes/s."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "group_size")
+        if not self.sizes_bytes or len(self.sizes_bytes) != len(self.busbw_bytes_per_s):
+            raise ValueError("sizes_bytes and busbw_bytes_per_s must be equally long, not empty")
+        if any(b <= a for a, b in zip(self.sizes_bytes, self.sizes_bytes[1:], strict=False)):
+            raise ValueError(f"sizes_bytes must increase, got {self.sizes_bytes!r}")
+        if min(self.sizes_bytes) <= 0 or min(self.busbw_bytes_per_s) <= 0:
+            raise ValueError("measured sizes and bus bandwidths must be positive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterSpec:
     """GPUs in nodes: a fast scale-up domain and a slower scale-out fabric."""
 
@@ -303,6 +332,18 @@ class ClusterSpec:
     """Latency of one message across the fabric, seconds."""
     oversubscription: float = 1.0
     """Fabric oversubscription ratio; 1 means non-blocking, 2 halves cross-node bandwidth."""
+    scale_out_fabric: str = "infiniband-ndr"
+    """Scale-out link model, ``presets/fabrics/<id>.toml`` (infiniband-hdr, infiniband-ndr,
+    roce-400g): NCCL's achievable share of the NIC and its latencies."""
+    nvls: bool | None = None
+    """NVLink SHARP (NVLS) all-reduce inside the scale-up domain; None means whatever the
+    scale-up fabric offers (NVSwitch gen 3 and later), False turns it off."""
+    sharp: bool = False
+    """InfiniBand SHARP in-network all-reduce across domains (NCCL CollNet); needs a fabric
+    that offers it (InfiniBand, not RoCE)."""
+    measured_busbw: tuple[MeasuredBusbw, ...] = ()
+    """Measured bus bandwidth by message size (``probe``); where one matches a collective's
+    kind, placement and group size it replaces the fabric model."""
     name: str = "custom"
     """Display name."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 from explorer.limits import MAX_GPUS, MAX_URL_CONFIG_CHARS
 from explorer.scenario.inputs import ClusterInputs, ModelRef
@@ -87,7 +88,7 @@ def resolve_cluster(shape: ClusterInputs) -> ClusterSpec:
     domain = node.scale_up_domain_size
     if domain is None and gpu.scale_up_domain_size > shape.gpus_per_node:
         domain = gpu.scale_up_domain_size  # an NVL72 rack spans several trays
-    links: dict[str, float] = {}
+    links: dict[str, Any] = {}  # link bandwidths, bytes/s
     if shape.intra_node_GBps is not None:
         links["scale_up_bytes_per_s"] = shape.intra_node_GBps * 1e9
     if shape.inter_node_GBps is not None:
