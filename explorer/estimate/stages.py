@@ -33,7 +33,7 @@ from explorer.compute import (
 )
 from explorer.estimate.pipeline import PipelineModel
 from explorer.memory import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
-from explorer.partition import chunk_sizes, pipeline_plan
+from explorer.partition import layout_chunk_sizes, pipeline_plan
 from explorer.precision import precision_policy
 from explorer.schedules import StageTimes
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
@@ -108,7 +108,7 @@ class StageTime:
 def parts(model: ModelSpec, layout: Layout) -> tuple[tuple[tuple[int, ...], bool, bool], ...]:
     """(blocks, holds the embedding, holds the head) of each part, in schedule order."""
     if layout.schedule == "dualpipe" and layout.pp > 1:
-        sizes = chunk_sizes(model.num_hidden_layers, layout.pp, 1, layout.stage_layers)
+        sizes = layout_chunk_sizes(model, layout)
         starts = [sum(sizes[:i]) for i in range(len(sizes))]
         last = len(sizes) - 1
         return tuple(

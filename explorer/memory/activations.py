@@ -71,6 +71,7 @@ from functools import lru_cache
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.attention import attention_core_tensors, gqa_tensors, mla_tensors
 from explorer.memory.frameworks import activation_storage, framework_behaviour
+from explorer.memory.recompute import RecomputePolicy, as_policy, selective_tensors
 from explorer.memory.tensors import (
     FP8_BYTES,
     FP32_BYTES,
@@ -271,15 +272,18 @@ def block_activation_bytes(
     kind: LayerKind,
     x: ActivationShape,
     a: TrainingAssumptions,
-    recompute: Recompute,
+    recompute: Recompute | RecomputePolicy,
 ) -> float:
-    """Activation bytes one block keeps for one micro-batch on one GPU, after recomputation.
+    """Activation bytes one block keeps on the GPU for one micro-batch, after recomputation.
 
     Source: Korthikanti et al. 2022 sec. 5: selective recompute drops the attention core's
     tensors; full recompute keeps only the block input (2 s b h, sharded by SP as Megatron-LM
-    checkpoints it).
+    checkpoints it). A ``RecomputePolicy`` names the recipe (recompute modules, torchtitan's
+    op-level SAC, offloaded modules: ``explorer.memory.recompute``); with full granularity this
+    is a checkpointed block (which blocks are: ``recompute.checkpoint_counts``).
     """
-    if recompute == "full":
+    p = as_policy(recompute)
+    if p.granularity == "full":
         return x.sp_tokens * model.hidden_size * x.dtype_bytes
-    tensors = block_tensors(model, kind, x, a)
-    return sum(t.bytes for t in tensors if not (recompute == "selective" and t.core))
+    kept = selective_tensors(model, kind, x, a, p, block_tensors(model, kind, x, a))
+    return sum(t.bytes for t in kept)

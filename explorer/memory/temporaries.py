@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from explorer.memory.frameworks import loss_temporary_bytes_per_logit
 from explorer.memory.setting import TrainingSetting
-from explorer.memory.states import ModelStates, head_params_per_gpu, stage_units
+from explorer.memory.states import ModelStates, head_params_per_gpu, stage_params, stage_units
 from explorer.partition import StagePlan
 
 Parts = tuple[tuple[str, float], ...]
@@ -51,17 +51,36 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     measured: validation/results.json llama8b-fsdp8-bf16-mixed-s4096-b1).
     """
     if not plan.has_head:
-        return ()
+        return kept_gathered_weights(s, plan)
     a, tp = s.assumptions, s.layout.tp
     per_logit = loss_temporary_bytes_per_logit(
         s.behaviour, s.shape.dtype_bytes, a.loss_logits_bytes, tp
     )
     logits = s.shape.tokens * s.model.vocab_size / tp
     parts: list[tuple[str, float]] = [("cross-entropy temporaries", logits * per_logit)]
-    if zero3_gathers(s, s.dense_shards):
+    if zero3_gathers(s, s.dense_shards) and s.layout.reshard_after_forward:
         head = head_params_per_gpu(s.model, tp, has_embedding=False)  # tied: the same weight
         parts.append(("ZeRO-3 gathered LM head", head * s.policy.param_bytes))
-    return tuple(p for p in parts if p[1])
+    return (*(p for p in parts if p[1]), *kept_gathered_weights(s, plan))
+
+
+def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """ZeRO-3 without resharding after the forward: every unit's gathered weights, bytes,
+    held from its forward until its backward (so all of them at the backward start).
+
+    Source: PyTorch FSDP2 fully_shard(reshard_after_forward=False) (Zhao et al. 2023,
+    arXiv:2304.11277, sec. 3.2.3: weights stay unsharded between forward and backward).
+    """
+    if s.layout.reshard_after_forward:
+        return ()
+    dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
+    held = stage_params(s.model, s.layout, plan)
+    kept = held.dense * dense_on + held.expert * expert_on
+    return (
+        (("ZeRO-3 weights kept gathered after the forward", kept * s.policy.param_bytes),)
+        if kept
+        else ()
+    )
 
 
 def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:
