@@ -46,6 +46,12 @@ def _megatron_pipeline(layout: Layout, num_layers: int) -> list[str]:
     if layout.stage_layers is not None and layout.pp > 1:
         out.append(f"--decoder-first-pipeline-num-layers {layout.stage_layers[0]}")
         out.append(f"--decoder-last-pipeline-num-layers {layout.stage_layers[-1]}")
+    if layout.first_stage_layers is not None:
+        out.append(f"--decoder-first-pipeline-num-layers {layout.first_stage_layers}")
+    if layout.last_stage_layers is not None:
+        out.append(f"--decoder-last-pipeline-num-layers {layout.last_stage_layers}")
+    if layout.pipeline_layout is not None:
+        out = [f'--pipeline-model-parallel-layout "{layout.pipeline_layout}"']
     if layout.schedule in ("gpipe", "zb-h1", "dualpipe"):
         out.append(f"# schedule {layout.schedule}: not a Megatron-LM flag; it runs 1F1B")
     return out
@@ -67,15 +73,38 @@ def _megatron_sharding(layout: Layout) -> list[str]:
 
 
 def _megatron_recompute(layout: Layout) -> list[str]:
+    return _megatron_checkpointing(layout) + _megatron_offload(layout)
+
+
+def _megatron_checkpointing(layout: Layout) -> list[str]:
     if layout.recompute == "none":
         return []
     if layout.recompute == "selective":
-        return ["--recompute-granularity selective"]
+        if layout.recompute_ops:
+            return ["# torchtitan op-level SAC has no Megatron flag; selective core_attn is close"]
+        modules = " ".join(layout.recompute_modules)
+        return ["--recompute-granularity selective", f"--recompute-modules {modules}"]
+    if layout.recompute_every != 1:
+        return [f"# recompute every {layout.recompute_every}th block: torchtitan's, not Megatron's"]
+    layers = layout.recompute_num_layers or 1
     return [
         "--recompute-granularity full",
-        "--recompute-method uniform",
-        "--recompute-num-layers 1",
+        f"--recompute-method {layout.recompute_method}",
+        f"--recompute-num-layers {layers}",
     ]
+
+
+def _megatron_offload(layout: Layout) -> list[str]:
+    out = []
+    if layout.activation_offload:
+        out.append("--fine-grained-activation-offloading")
+        out.append(f"--offload-modules {' '.join(layout.activation_offload)}")
+    if layout.optimizer_offload_fraction:
+        out.append("--optimizer-cpu-offload")
+        out.append(f"--optimizer-offload-fraction {layout.optimizer_offload_fraction:g}")
+    if layout.dp_shard is not None and layout.dp_shard != layout.dp:
+        out.append(f"--num-distributed-optimizer-instances {layout.dp // layout.dp_shard}")
+    return out
 
 
 def _megatron_precision(workload: TrainingWorkload) -> list[str]:
@@ -92,8 +121,8 @@ def _megatron_precision(workload: TrainingWorkload) -> list[str]:
 
 def torchtitan_config(layout: Layout, workload: TrainingWorkload) -> str:
     """The ``[parallelism]``, ``[training]`` and ``[activation_checkpoint]`` TOML sections."""
-    shard = layout.dp * layout.cp if layout.zero >= 2 else 1
-    replicate = layout.dp if layout.zero < 2 else 1
+    shard = (layout.dp_shard or layout.dp) * layout.cp if layout.zero >= 2 else 1
+    replicate = layout.dp // (layout.dp_shard or layout.dp) if layout.zero >= 2 else layout.dp
     lines = [
         "[parallelism]",
         f"data_parallel_replicate_degree = {replicate}",
@@ -106,7 +135,7 @@ def torchtitan_config(layout: Layout, workload: TrainingWorkload) -> str:
     if layout.pp > 1:
         lines.append(f'pipeline_parallel_schedule = "{_TORCHTITAN_SCHEDULES[layout.schedule]}"')
         lines.append(f"pipeline_parallel_microbatch_size = {layout.micro_batch_size}")
-    if layout.zero == 2:
+    if layout.zero == 2 or not layout.reshard_after_forward:
         lines.append('fsdp_reshard_after_forward = "never"  # keep params gathered: ZeRO-2-like')
     if layout.zero == 1:
         lines.append("# ZeRO-1 has no torchtitan equivalent; FSDP (shard degree) is ZeRO-3")
@@ -126,5 +155,17 @@ def _torchtitan_training(layout: Layout, workload: TrainingWorkload) -> list[str
         f'mixed_precision_param = "{mixed}"',
         "",
         "[activation_checkpoint]",
-        f'mode = "{layout.recompute}"',
+        *_torchtitan_checkpointing(layout),
     ]
+
+
+def _torchtitan_checkpointing(layout: Layout) -> list[str]:
+    """torchtitan's activation_checkpoint section: full, layer SAC every n, or op SAC."""
+    if layout.recompute == "full" and layout.recompute_every > 1:
+        return ['mode = "selective"', f'selective_ac_option = "{layout.recompute_every}"']
+    if layout.recompute == "selective":
+        lines = ['mode = "selective"', 'selective_ac_option = "op"']
+        if not layout.recompute_ops:
+            lines.append("# Megatron's recompute modules are not torchtitan's; op SAC is close")
+        return lines
+    return [f'mode = "{layout.recompute}"']

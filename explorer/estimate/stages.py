@@ -31,6 +31,7 @@ from explorer.compute import (
     pass_times,
     stage_work,
 )
+from explorer.estimate.offload import HostCopies
 from explorer.estimate.pipeline import PipelineModel
 from explorer.memory import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
 from explorer.partition import layout_chunk_sizes, pipeline_plan
@@ -70,7 +71,10 @@ class StageTime:
     collectives: tuple[Collective, ...]
     """Every collective of the part, with time and exposure."""
     optimizer_s: float
-    """Optimizer step on one GPU of the part, s."""
+    """Optimizer step on one GPU of the part, s (with optimizer offload's host copies)."""
+    offload_s: float = 0.0
+    """Activation offload: host copies of one micro-batch the pass cannot hide, in the forward
+    (device to host) and again in the backward (host to device), s each."""
     exposed_s: tuple[float, float, float] = field(init=False, repr=False, compare=False)
     """Exposed communication in the forward, backward and step phases, s (derived)."""
 
@@ -82,12 +86,13 @@ class StageTime:
     @property
     def forward_s(self) -> float:
         """Forward of one micro-batch with its exposed communication, s."""
-        return self.compute.forward_s + self.exposed_s[0]
+        return self.compute.forward_s + self.exposed_s[0] + self.offload_s
 
     @property
     def backward_s(self) -> float:
         """Input-gradient backward and recompute with exposed communication, s."""
-        return self.compute.backward_input_s + self.compute.recompute_s + self.exposed_s[1]
+        backward = self.compute.backward_input_s + self.compute.recompute_s + self.exposed_s[1]
+        return backward + self.offload_s
 
     @property
     def weight_s(self) -> float:
@@ -183,13 +188,15 @@ def stage_times(
         passes, collectives, optimizer = memo[work]
         if first or last:  # the ends of a tied embedding reduce its gradient once a step
             collectives += tuple(tied_embedding_collectives(ctx, first, last))
+        host = HostCopies(model, cluster, layout, workload, assumptions.memory)
         out.append(
             StageTime(
                 stage=index,
                 layers=layers,
                 compute=passes,
                 collectives=collectives,
-                optimizer_s=optimizer,
+                optimizer_s=host.optimizer_s(work, optimizer),
+                offload_s=host.activation_s(layers, passes),
             )
         )
     return tuple(out)

@@ -166,7 +166,15 @@ class TrainingAssumptions:
     report sec. 3.3.3, Low-Precision Activation (2); comparable Megatron-Core options:
     --activation-func-fp8-input-store with --recompute-modules moe_act."""
 
+    offload_overlap: float = 1.0
+    """Activation offload: share of a pass's compute that the host copies run beside (a side
+    stream); the rest of a longer copy is exposed. An assumption: 1 means a copy is hidden
+    whenever it is shorter than the pass. Source: Megatron-Core fine-grained activation
+    offloading (asynchronous D2H / H2D on its own stream)."""
+
     def __post_init__(self) -> None:
+        if not 0 <= self.offload_overlap <= 1:
+            raise ValueError(f"offload_overlap must be in [0, 1], got {self.offload_overlap}")
         for name in ("dropout_mask_bytes", "moe_imbalance", "router_logits_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")

@@ -192,15 +192,16 @@ def offloaded_bytes(
         return 0.0
     dense, moe, _ = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
     kept = RecomputePolicy("none", offload=p.offload) if p.granularity == "full" else p
-    total = 0.0
-    for kind, count in (
+    on_gpu = replace(kept, offload=frozenset())
+    counts: tuple[tuple[LayerKind, int], ...] = (
         ("dense", plan.num_dense_layers - dense),
         ("moe", plan.num_moe_layers - moe),
-    ):
+    )
+    total = 0.0
+    for kind, count in counts:
         if count:
-            every = block_tensors(model, kind, x, a)  # type: ignore[arg-type]
-            on_gpu = selective_tensors(model, kind, x, a, replace(kept, offload=frozenset()), every)  # type: ignore[arg-type]
-            total += count * sum(t.bytes for t in offloaded_tensors(on_gpu, p))
+            tensors = selective_tensors(model, kind, x, a, on_gpu, block_tensors(model, kind, x, a))
+            total += count * sum(t.bytes for t in offloaded_tensors(tensors, p))
     return total
 
 

@@ -18,8 +18,11 @@ from explorer.specs import (
     SCHEDULES,
     KvDType,
     Layout,
+    OffloadModule,
     Precision,
     Recompute,
+    RecomputeMethod,
+    RecomputeModule,
     ScheduleName,
     ServingWorkload,
     TrainingWorkload,
@@ -34,6 +37,7 @@ Degree = Annotated[int, Field(ge=1, le=1 << 20)]
 Count = Annotated[int, Field(ge=0, le=1 << 20)]
 """GPUs per node and nodes may be zero in the input: the app then says the cluster is empty."""
 Tokens = Annotated[int, Field(ge=1, le=1 << 24)]
+LayerCount = Annotated[int, Field(ge=1, le=4096)]
 Sequences = Annotated[int, Field(ge=1, le=1 << 24)]
 Bandwidth = Annotated[float, Field(gt=0, le=1e6)] | None
 ConfigText = Annotated[str, Field(max_length=200_000)]
@@ -103,6 +107,19 @@ class LayoutInputs:
     virtual_stages: Annotated[int, Field(ge=1, le=64)] = 1
     sequence_parallel: bool = True
     micro_batch_size: Sequences = 1
+    # Memory recipes (specs.Layout documents each; defaults change nothing).
+    recompute_modules: Annotated[tuple[RecomputeModule, ...], Field(min_length=1)] = ("core_attn",)
+    recompute_ops: bool = False
+    recompute_method: RecomputeMethod = "uniform"
+    recompute_num_layers: LayerCount | None = None
+    recompute_every: Annotated[int, Field(ge=1, le=4096)] = 1
+    first_stage_layers: Annotated[int, Field(ge=0, le=4096)] | None = None
+    last_stage_layers: Annotated[int, Field(ge=0, le=4096)] | None = None
+    pipeline_layout: Annotated[str, Field(min_length=1, max_length=4000)] | None = None
+    activation_offload: tuple[OffloadModule, ...] = ()
+    optimizer_offload_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
+    reshard_after_forward: bool = True
+    dp_shard: Degree | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +133,7 @@ class SearchInputs:
     micro_batch_sizes: Annotated[
         tuple[Annotated[int, Field(ge=1, le=1024)], ...], Field(min_length=1, max_length=8)
     ] = (1, 2, 4)
-    max_virtual: Annotated[int, Field(ge=1, le=16)] = 4
+    max_virtual: Annotated[int, Field(ge=1, le=64)] = 4
     """Most virtual stages per rank for interleaved 1F1B."""
     tp_across_domain: bool = False
     """Let TP groups leave the scale-up domain."""
