@@ -212,16 +212,28 @@ def offloaded_tensors(
     return tuple(t for t in tensors if t.name in names)
 
 
+_OP_SAC_SAME = {"attention norm input": 1.0, "MLP gate and up": 0.5}
+"""Tensors of the plain block that op SAC keeps under other names: the block input is the
+attention norm's input; its w1 output is the gate half of gate and up."""
+
+
 def rebuilt_bytes(
     before: tuple[SavedTensor, ...], after: tuple[SavedTensor, ...], whole_block: bool
 ) -> float:
-    """Bytes the backward rebuilds at once: what ``after`` dropped of ``before``, the larger
-    sub-layer's (Megatron checkpoints each module apart; the MLP's backward ends before the
-    attention's), or the whole block's (torch checkpoint reruns the block's forward)."""
+    """Bytes the backward rebuilds at once: the tensors of ``before`` (the plain block) that
+    ``after`` does not keep, the larger sub-layer's (Megatron checkpoints each module apart;
+    the MLP's backward ends before the attention's), or the whole block's (torch checkpoint
+    reruns the block's forward, op SAC)."""
     names = {t.name for t in after}
-    dropped = [t for t in before if t.name not in names]
-    attention = sum(t.bytes for t in dropped if _attention_side(t))
-    mlp = sum(t.bytes for t in dropped if not _attention_side(t))
+    attention = mlp = 0.0
+    for t in before:
+        kept = 1.0 if t.name in names else 0.0
+        if whole_block and "block input" in names:  # op SAC
+            kept = max(kept, _OP_SAC_SAME.get(t.name, 0.0))
+        if _attention_side(t):
+            attention += t.bytes * (1 - kept)
+        else:
+            mlp += t.bytes * (1 - kept)
     return attention + mlp if whole_block else max(attention, mlp)
 
 

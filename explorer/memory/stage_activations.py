@@ -113,7 +113,7 @@ def recompute_working_bytes(
     full = p.granularity == "full"
     kinds: list[LayerKind] = ["moe"] if plan.num_moe_layers else []
     kinds += ["dense"] if plan.num_dense_layers else []
-    kept = RecomputePolicy("none", offload=p.offload)  # what blocks that are not checkpointed keep
+    on_gpu = replace(p, offload=frozenset()) if p.granularity != "full" else RecomputePolicy()
 
     def working(k: LayerKind) -> float:
         every = block_tensors(model, k, x, a)
@@ -121,11 +121,11 @@ def recompute_working_bytes(
         if full and checkpointed:
             rebuilt = unit_blocks(p) * sum(t.bytes for t in every)
         elif p.granularity == "selective":
-            after = selective_tensors(model, k, x, a, replace(p, offload=frozenset()), every)
+            after = selective_tensors(model, k, x, a, on_gpu, every)
             rebuilt = rebuilt_bytes(every, after, whole_block=p.ops)
         else:
             rebuilt = 0.0
-        offloaded = offloaded_tensors(selective_tensors(model, k, x, a, kept, every), p)
+        offloaded = offloaded_tensors(selective_tensors(model, k, x, a, on_gpu, every), p)
         reload = 0.0 if full and checkpointed else sum(t.bytes for t in offloaded)
         return rebuilt + reload + rebuilt_activation_bytes(model, k, x, a)
 
