@@ -99,6 +99,9 @@ def _megatron_offload(layout: Layout) -> list[str]:
     if layout.activation_offload:
         out.append("--fine-grained-activation-offloading")
         out.append(f"--offload-modules {' '.join(layout.activation_offload)}")
+    if layout.offload_layers:
+        out.append("--cpu-offloading")
+        out.append(f"--cpu-offloading-num-layers {layout.offload_layers}")
     if layout.optimizer_offload_fraction:
         out.append("--optimizer-cpu-offload")
         out.append(f"--optimizer-offload-fraction {layout.optimizer_offload_fraction:g}")

@@ -355,6 +355,8 @@ def _check_recipes(layout: Layout) -> None:
         raise ValueError("recompute_ops (torchtitan op-level SAC) excludes recompute_modules")
     if layout.recompute_every != 1 and layout.recompute_method != "uniform":
         raise ValueError("recompute_every (torchtitan) excludes recompute_method = 'block'")
+    if layout.offload_layers < 0:
+        raise ValueError(f"offload_layers must be zero or more, got {layout.offload_layers}")
     if not 0 <= layout.optimizer_offload_fraction <= 1:
         raise ValueError(
             f"optimizer_offload_fraction must be in [0, 1], got {layout.optimizer_offload_fraction}"
@@ -442,6 +444,10 @@ class Layout:
     activation_offload: tuple[OffloadModule, ...] = ()
     """Modules whose input activation is offloaded to host memory (Megatron-Core
     --fine-grained-activation-offloading --offload-modules); () means none."""
+    offload_layers: int = 0
+    """Blocks per pipeline rank whose saved activations all live in host memory between their
+    forward and backward (Megatron --cpu-offloading --cpu-offloading-num-layers, Transformer
+    Engine's CPU offload); 0 means none."""
     optimizer_offload_fraction: float = 0.0
     """Share of the master weights and optimizer states kept and updated in host memory
     (Megatron --optimizer-cpu-offload --optimizer-offload-fraction; 1 is ZeRO-Offload); 0 off."""

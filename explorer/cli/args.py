@@ -137,6 +137,12 @@ def add_recipes(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="Megatron fine-grained activation offloading",
     )
+    group.add_argument(
+        "--offload-layers",
+        type=int,
+        default=0,
+        help="Megatron --cpu-offloading-num-layers: blocks offloaded whole",
+    )
     group.add_argument("--optimizer-offload-fraction", type=float, default=0.0)
     group.add_argument(
         "--no-reshard-after-forward",
@@ -159,6 +165,7 @@ def recipes_from(args: argparse.Namespace) -> dict[str, object]:
         "last_stage_layers": args.last_stage_layers,
         "pipeline_layout": args.pipeline_layout,
         "activation_offload": tuple(args.offload_modules),
+        "offload_layers": args.offload_layers,
         "optimizer_offload_fraction": args.optimizer_offload_fraction,
         "reshard_after_forward": not args.no_reshard_after_forward,
         "dp_shard": args.dp_shard,

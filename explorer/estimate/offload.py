@@ -37,7 +37,7 @@ class HostCopies:
     def activation_s(self, layers: tuple[int, ...], passes: PassTimes) -> float:
         """Exposed seconds of one micro-batch's activation copies in one pass (each way)."""
         p = recompute_policy(self.layout)
-        if not p.offload or not layers:
+        if not (p.offload or p.offload_layers) or not layers:
             return 0.0
         plan = StagePlan(
             stage=0,

@@ -40,6 +40,8 @@ class RecomputePolicy:
     every: int = 1
     offload: frozenset[OffloadModule] = frozenset()
     """Modules whose input activation lives in host memory between forward and backward."""
+    offload_layers: int = 0
+    """Blocks of a rank whose saved activations all live in host memory."""
 
 
 def recompute_policy(layout: Layout) -> RecomputePolicy:
@@ -52,6 +54,7 @@ def recompute_policy(layout: Layout) -> RecomputePolicy:
         num_layers=layout.recompute_num_layers,
         every=layout.recompute_every,
         offload=frozenset(layout.activation_offload),
+        offload_layers=layout.offload_layers,
     )
 
 
@@ -254,6 +257,14 @@ def unit_blocks(p: RecomputePolicy) -> int:
     if p.granularity == "full" and p.method == "uniform" and p.every == 1 and p.num_layers:
         return p.num_layers
     return 1
+
+
+def offloaded_layer_counts(p: RecomputePolicy, dense: int, moe: int) -> tuple[int, int]:
+    """(dense, MoE) blocks among a rank's ``dense`` and ``moe`` blocks that are not
+    checkpointed whose activations are offloaded whole (``offload_layers``; dense ones first,
+    as the dense blocks of DeepSeek-style models lead)."""
+    off_dense = min(p.offload_layers, dense)
+    return off_dense, min(p.offload_layers - off_dense, moe)
 
 
 def checkpoint_counts(

@@ -21,6 +21,7 @@ from explorer.memory.recompute import (
     RecomputePolicy,
     as_policy,
     checkpoint_counts,
+    offloaded_layer_counts,
     offloaded_tensors,
     rebuilt_bytes,
     selective_tensors,
@@ -125,7 +126,8 @@ def recompute_working_bytes(
             rebuilt = rebuilt_bytes(every, after, whole_block=p.ops)
         else:
             rebuilt = 0.0
-        offloaded = offloaded_tensors(selective_tensors(model, k, x, a, on_gpu, every), p)
+        on_device = selective_tensors(model, k, x, a, on_gpu, every)
+        offloaded = on_device if p.offload_layers else offloaded_tensors(on_device, p)
         reload = 0.0 if full and checkpointed else sum(t.bytes for t in offloaded)
         return rebuilt + reload + rebuilt_activation_bytes(model, k, x, a)
 
@@ -165,13 +167,13 @@ def _blocks_bytes(
     the checkpointed units, and every other block as the recipe keeps it."""
     dense, moe, units = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
     kept = RecomputePolicy("none", offload=p.offload) if p.granularity == "full" else p
+    dense, moe = plan.num_dense_layers - dense, plan.num_moe_layers - moe
+    off_dense, off_moe = offloaded_layer_counts(p, dense, moe)
     blocks = units * block_activation_bytes(model, "dense", x, a, "full")
-    if plan.num_dense_layers - dense:
-        blocks += (plan.num_dense_layers - dense) * block_activation_bytes(
-            model, "dense", x, a, kept
-        )
-    if plan.num_moe_layers - moe:
-        blocks += (plan.num_moe_layers - moe) * block_activation_bytes(model, "moe", x, a, kept)
+    if dense - off_dense:
+        blocks += (dense - off_dense) * block_activation_bytes(model, "dense", x, a, kept)
+    if moe - off_moe:
+        blocks += (moe - off_moe) * block_activation_bytes(model, "moe", x, a, kept)
     return blocks
 
 
@@ -186,22 +188,22 @@ def offloaded_bytes(
 
     Checkpointed blocks offload nothing (they keep their input only). Source: Megatron-Core
     fine-grained activation offloading (each module's input, D2H in the forward, H2D before
-    its backward).
+    its backward); Transformer Engine CPU offload (every saved tensor of offload_layers blocks).
     """
-    if not p.offload:
+    if not (p.offload or p.offload_layers):
         return 0.0
     dense, moe, _ = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
     kept = RecomputePolicy("none", offload=p.offload) if p.granularity == "full" else p
     on_gpu = replace(kept, offload=frozenset())
-    counts: tuple[tuple[LayerKind, int], ...] = (
-        ("dense", plan.num_dense_layers - dense),
-        ("moe", plan.num_moe_layers - moe),
-    )
+    dense, moe = plan.num_dense_layers - dense, plan.num_moe_layers - moe
+    whole = dict(zip(("dense", "moe"), offloaded_layer_counts(p, dense, moe), strict=True))
+    counts: tuple[tuple[LayerKind, int], ...] = (("dense", dense), ("moe", moe))
     total = 0.0
     for kind, count in counts:
         if count:
             tensors = selective_tensors(model, kind, x, a, on_gpu, block_tensors(model, kind, x, a))
-            total += count * sum(t.bytes for t in offloaded_tensors(tensors, p))
+            part = sum(t.bytes for t in offloaded_tensors(tensors, p))
+            total += (count - whole[kind]) * part + whole[kind] * sum(t.bytes for t in tensors)
     return total
 
 

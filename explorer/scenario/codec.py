@@ -71,6 +71,7 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "last_layers": ("layout", "last_stage_layers"),
     "pp_layout": ("layout", "pipeline_layout"),
     "offload": ("layout", "activation_offload"),
+    "offload_layers": ("layout", "offload_layers"),
     "opt_offload": ("layout", "optimizer_offload_fraction"),
     "reshard": ("layout", "reshard_after_forward"),
     "dp_shard": ("layout", "dp_shard"),

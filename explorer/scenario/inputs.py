@@ -117,6 +117,7 @@ class LayoutInputs:
     last_stage_layers: Annotated[int, Field(ge=0, le=4096)] | None = None
     pipeline_layout: Annotated[str, Field(min_length=1, max_length=4000)] | None = None
     activation_offload: tuple[OffloadModule, ...] = ()
+    offload_layers: Annotated[int, Field(ge=0, le=4096)] = 0
     optimizer_offload_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
     reshard_after_forward: bool = True
     dp_shard: Degree | None = None
