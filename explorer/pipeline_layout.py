@@ -54,7 +54,7 @@ def expand(text: str) -> str:
             if close < 0 or "(" in inner:
                 raise ValueError(f"{FIELD}: the group at position {i} is not closed once")
             count, i = _repeat_count(text, close + 1)
-            out.append(inner * count)
+            out.append(expand(inner) * count)
             continue
         if char not in LETTERS and char != "|":
             raise ValueError(f"{FIELD}: unknown character {char!r}; use E, t, m, L, |, (...)*n")

@@ -348,6 +348,15 @@ def test_deepseek_v3_layout_string_places_blocks_mtp_and_loss() -> None:
     assert sum(len(p.layers) for p in plans) == 61
 
 
+def test_a_group_may_repeat_starred_letters() -> None:
+    # Megatron-Bridge's DeepSeek-V3 B200 recipe (26.04.01): PP 8 x VPP 2, 4 blocks a chunk
+    layout = Layout(pp=8, virtual_stages=2, schedule="interleaved",
+                    pipeline_layout="Et*4|(t*4|)*14tmL")  # fmt: skip
+    plans = pipeline_plan(DEEPSEEK_V3, layout)
+    assert [len(p.layers) for p in plans] == [8] * 7 + [5]
+    assert plans[7].has_head and plans[7].holds_mtp
+
+
 def test_the_mtp_rank_holds_the_mtp_modules_memory() -> None:
     layout = Layout(pp=16, dp=8, ep=8, virtual_stages=2, schedule="interleaved",
                     pipeline_layout="Et*3|(tt|)*29,m|L")  # fmt: skip
