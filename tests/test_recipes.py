@@ -427,3 +427,18 @@ def test_20_virtual_stages_estimate_one_block_per_chunk() -> None:
     layout = Layout(pp=4, dp=2, virtual_stages=20, schedule="interleaved")
     plans = pipeline_plan(dataclasses.replace(LLAMA, num_hidden_layers=80), layout)
     assert all(p.chunk_blocks == (1,) * 20 for p in plans)
+
+
+def test_fsdp_under_torch_pipelining_keeps_weights_gathered_and_gradients_unsharded() -> None:
+    # torch.distributed.pipelining: no reshard, no reduce-scatter before the last backward;
+    # bf16-mixed: 2-byte gathered weights, 4-byte (fp32 reduce dtype) unsharded gradients
+    layout = Layout(pp=2, dp=4, zero=3)
+    for a, expected in ((PYTORCH_ASSUMPTIONS, True), (MEGATRON, False)):
+        stage = training_memory(LLAMA, H100_LIKE, layout, WORKLOAD, a).stages[0]
+        parts = dict(stage.phase("backward_start").temporary_parts)
+        held = stage_params(LLAMA, layout, pipeline_plan(LLAMA, layout)[0]).total
+        if not expected:
+            assert "ZeRO-3 unsharded gradients under pipelining" not in parts
+            continue
+        assert parts["ZeRO-3 weights kept gathered after the forward"] == pytest.approx(2 * held)
+        assert parts["ZeRO-3 unsharded gradients under pipelining"] == pytest.approx(4 * held)

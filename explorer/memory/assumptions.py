@@ -144,6 +144,12 @@ class TrainingAssumptions:
     the permuted probabilities, whose WeightedSwiGLUFunction saves its input and the probabilities
     only, and MoEAlltoAllTokenDispatcher unpermutes without probabilities; pytorch no: torchtitan's
     DeepSeek-V3 multiplies the expert outputs by the scores, score_before_experts=False)."""
+    pipeline_keeps_unsharded: bool | None = None
+    """ZeRO-3 with pipeline parallelism keeps every weight of the stage gathered and every
+    gradient unsharded until the last micro-batch's backward. None follows the framework
+    (megatron no; pytorch yes: torch.distributed.pipelining stage.py backward_maybe_with_nosync
+    sets reshard_after_backward and requires_gradient_sync False before the last backward, and
+    torchtitan's apply_fsdp does not reshard after forward under PP)."""
     activation_recipe: ActivationRecipe = "standard"
     """Preset of the three switches below. standard: every saved tensor in the activation dtype,
     nothing recomputed but what ``Layout.recompute`` says. deepseek-v3: all three on, as the

@@ -66,21 +66,26 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
 
 def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
     """ZeRO-3 without resharding after the forward: every unit's gathered weights, bytes,
-    held from its forward until its backward (so all of them at the backward start).
+    held from its forward until its backward (so all of them at the backward start); under
+    pipelining (PyTorch) also the unsharded gradients of the earlier micro-batches.
 
     Source: PyTorch FSDP2 fully_shard(reshard_after_forward=False) (Zhao et al. 2023,
-    arXiv:2304.11277, sec. 3.2.3: weights stay unsharded between forward and backward).
+    arXiv:2304.11277, sec. 3.2.3: weights stay unsharded between forward and backward);
+    torch.distributed.pipelining stage.py backward_maybe_with_nosync (no reshard and no
+    reduce-scatter before the last backward).
     """
-    if s.layout.reshard_after_forward:
+    pipelined = s.behaviour.pipeline_keeps_unsharded and s.layout.pp > 1
+    if s.layout.reshard_after_forward and not pipelined:
         return ()
     dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
     held = stage_params(s.model, s.layout, plan)
     kept = held.dense * dense_on + held.expert * expert_on
-    return (
-        (("ZeRO-3 weights kept gathered after the forward", kept * s.policy.param_bytes),)
-        if kept
-        else ()
-    )
+    if not kept:
+        return ()
+    parts = [("ZeRO-3 weights kept gathered after the forward", kept * s.policy.param_bytes)]
+    if pipelined and s.microbatches > 1:  # earlier micro-batches' unsharded gradients
+        parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * s.policy.grad_bytes))
+    return tuple(parts)
 
 
 def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:
