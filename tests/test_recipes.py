@@ -442,3 +442,21 @@ def test_fsdp_under_torch_pipelining_keeps_weights_gathered_and_gradients_unshar
             continue
         assert parts["ZeRO-3 weights kept gathered after the forward"] == pytest.approx(2 * held)
         assert parts["ZeRO-3 unsharded gradients under pipelining"] == pytest.approx(4 * held)
+
+
+# FP8 training memory (Transformer Engine).
+def test_te_fp8_saves_each_fp8_gemm_input_in_one_byte() -> None:
+    # QKV input h, attention output 4096, MLP input h and SwiGLU product f: 2 -> 1 byte each
+    te = dataclasses.replace(MEGATRON, fp8_linear_input_bytes=1.0)
+    freed = block(LLAMA, "dense", "none") - block(LLAMA, "dense", "none", te)
+    assert freed == pytest.approx(S * (4096 + 4096 + 4096 + 14336), rel=EXACT)
+
+
+def test_te_fp8_weight_copies_are_kept_for_the_stage_blocks() -> None:
+    # 32 Llama-like blocks on one GPU: 218,112,000 parameters each (attention 41,943,040 +
+    # MLP 176,160,768 + two norms 8,192), 2 bytes of row- and column-wise FP8 copies each
+    a = dataclasses.replace(MEGATRON, fp8_weight_copy_bytes=2.0)
+    stage = training_memory(LLAMA, H100_LIKE, Layout(dp=8, zero=1), WORKLOAD, a).stages[0]
+    parts = dict(stage.phase("optimizer_step").temporary_parts)
+    per_block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    assert parts["FP8 weight copies (Transformer Engine)"] == pytest.approx(32 * per_block * 2)

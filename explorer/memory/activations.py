@@ -238,7 +238,34 @@ def block_tensors(
         sp_h = x.sp_tokens * model.hidden_size
         out.append(saved("attention residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
         out.append(saved("MLP residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
-    return tuple(out)
+    return _fp8_gemm_inputs(tuple(out), kind, a)
+
+
+FP8_GEMM_INPUTS = frozenset(
+    {"QKV projection input", "down-projection input", "query latent, normalised",
+     "key-value latent, normalised", "attention output", "MLP SwiGLU product",
+     "MLP activation output", "dispatched tokens", "expert SwiGLU product",
+     "expert activation output", "shared expert SwiGLU product",
+     "shared expert activation output"}
+)  # fmt: skip
+"""Saved tensors that are inputs of Transformer Engine FP8 GEMMs (Linear / LayerNormLinear /
+GroupedLinear): the QKV (MLA: down- and up-) projections, the output projection, fc1 (the
+dense MLP input, below) and fc2 of dense MLPs, routed and shared experts."""
+
+
+def _fp8_gemm_inputs(
+    tensors: tuple[SavedTensor, ...], kind: LayerKind, a: TrainingAssumptions
+) -> tuple[SavedTensor, ...]:
+    """``tensors`` with the FP8 GEMMs' saved inputs at ``a.fp8_linear_input_bytes``.
+
+    The MoE MLP input stays in the activation dtype (the router reads it in bf16).
+    Source: Transformer Engine linear.py / layernorm_linear.py (see the assumption).
+    """
+    width = a.fp8_linear_input_bytes
+    if width is None:
+        return tensors
+    names = FP8_GEMM_INPUTS | ({"MLP input"} if kind == "dense" else set())
+    return tuple(replace(t, bytes_per_element=width) if t.name in names else t for t in tensors)
 
 
 @lru_cache(maxsize=1024)

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from explorer.memory.frameworks import loss_temporary_bytes_per_logit
 from explorer.memory.setting import TrainingSetting
-from explorer.memory.states import ModelStates, head_params_per_gpu, stage_params, stage_units
+from explorer.memory.states import (
+    ModelStates,
+    block_params_per_gpu,
+    head_params_per_gpu,
+    stage_params,
+    stage_units,
+)
 from explorer.partition import StagePlan
 
 Parts = tuple[tuple[str, float], ...]
@@ -99,11 +105,27 @@ def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:
     return (("optimizer step temporaries", count * states.optimizer_states / 2),)  # 2 Adam states
 
 
-def persistent_buffers(s: TrainingSetting) -> Parts:
-    """Buffers alive through the whole step: ZeRO 0-2's gradient bucket, bytes.
+def persistent_buffers(s: TrainingSetting, plan: StagePlan | None = None) -> Parts:
+    """Buffers alive through the whole step: ZeRO 0-2's gradient bucket and Transformer
+    Engine's cached FP8 weight copies of the stage's blocks, bytes.
 
-    Source: PyTorch DistributedDataParallel bucket_cap_mb (see ``grad_bucket_bytes``).
+    Source: PyTorch DistributedDataParallel bucket_cap_mb (see ``grad_bucket_bytes``);
+    ``fp8_weight_copy_bytes`` (ZeRO-3 gathers each block's weights, so a gathered block's
+    copies are cast per use and not kept: none then).
     """
-    if s.layout.zero == 3 or not (s.dense_shards > 1 or s.moe_shards > 1):
-        return ()
-    return (("gradient bucket", s.assumptions.grad_bucket_bytes),)
+    parts: list[tuple[str, float]] = []
+    if s.layout.zero != 3 and (s.dense_shards > 1 or s.moe_shards > 1):
+        parts.append(("gradient bucket", s.assumptions.grad_bucket_bytes))
+    if plan is not None and s.assumptions.fp8_weight_copy_bytes and s.layout.zero != 3:
+        blocks = block_params_on(s, plan)
+        parts.append(("FP8 weight copies (Transformer Engine)",
+                      blocks * s.assumptions.fp8_weight_copy_bytes))  # fmt: skip
+    return tuple(parts)
+
+
+def block_params_on(s: TrainingSetting, plan: StagePlan) -> float:
+    """Parameters of the stage's blocks on one GPU (the GEMM weights, with their few norms)."""
+    lay = s.layout
+    dense = block_params_per_gpu(s.model, "dense", lay.tp, lay.ep, lay.etp).total
+    moe = block_params_per_gpu(s.model, "moe", lay.tp, lay.ep, lay.etp).total
+    return plan.num_dense_layers * dense + plan.num_moe_layers * moe

@@ -178,7 +178,7 @@ def _contents_parts(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> St
         grads_held=s.grads_held,
         activations=NO_ACTIVATIONS,
         loss_inflight=s.loss_inflight if plan.has_head else 1.0,
-        persistent=persistent_buffers(s),
+        persistent=persistent_buffers(s, plan),
         backward_start=backward_start_temporaries(s, plan),
         block_backward=zero3_block_temporaries(s, plan),
         optimizer_step=optimizer_temporaries(s, states),

@@ -99,6 +99,33 @@ def _cluster(run: PublishedRun) -> ClusterSpec:
     return replace(cluster, gpu=gpu)
 
 
+TE_FP8_ELEMENT_BYTES: Final = {
+    "fp8-cs": 1.0,
+    "fp8-delayed": 1.0,
+    "fp8": 1.0,  # per-tensor scale
+    "mxfp8": 1.0 + 1 / 32,  # an E8M0 scale per 32 elements (OCP MX spec)
+    "fp8-blockwise": 1.0 + 4 / 128,  # an fp32 scale per 1 x 128 tile
+    "nvfp4": 1.0,  # taken as FP8, as its time is
+}
+"""Bytes per element of a GEMM input or weight Transformer Engine quantizes, by recipe."""
+
+
+def _te_fp8(run: PublishedRun) -> dict[str, Any]:
+    """Transformer Engine's FP8 memory (Megatron-Core runs): GEMM inputs saved quantized, and
+    the FP8 weights (row- and column-wise) beyond the 2-byte bf16 ones the states count.
+
+    Megatron-Bridge's FP8 configs (bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed)
+    set fp8_param_gather: the FP8 weights replace the bf16 ones (2 x width - 2 bytes more per
+    weight); other sources do not say, and no copies are counted for them.
+    """
+    width = TE_FP8_ELEMENT_BYTES.get(run.precision)
+    te = run.framework not in PYTORCH_FRAMEWORKS and run.activation_recipe == "standard"
+    if width is None or not te:
+        return {}
+    copies = 2 * width - 2 if run.framework == "Megatron-Bridge" else 0.0
+    return {"fp8_linear_input_bytes": width, "fp8_weight_copy_bytes": copies}
+
+
 def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -106,6 +133,7 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
         framework="pytorch" if run.framework in PYTORCH_FRAMEWORKS else "megatron",
         moe_imbalance=1.0 if run.balanced_routing else base.memory.moe_imbalance,
         activation_recipe=run.activation_recipe,
+        **_te_fp8(run),
     )
     comm = replace(
         base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
