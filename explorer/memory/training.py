@@ -8,12 +8,18 @@ headroom (allocator reserve). Each stage's breakdown is taken at its peak phase 
 backward start, one block's backward, optimizer step); the framework (``frameworks.py``) says
 what exists at each. Assumptions live in ``assumptions.py``; warnings in ``checks.py``.
 
+Memory recipes (``Layout``: recompute modules and methods, torchtitan's SAC, activation and
+optimizer offload, HSDP, reshard_after_forward; ``recompute.py``) and Transformer Engine's FP8
+storage (``TrainingAssumptions.fp8_linear_input_bytes`` / ``fp8_weight_copy_bytes``) change
+what the parts above hold.
+
 Left out on purpose: activation gradients and matmul outputs alive during backward, the
 allocator's fragmentation beyond ``headroom``, DeepEP / NVSHMEM buffers, NCCL LL/LL128 and tree
-buffers, pipeline p2p staging buffers, CUDA graphs' private pools, FP8 weight transposes and
-scaling factors, MoE routing temporaries (token gather / index_add; measured 0.3-1.5% of the
-MoE peaks in validation/results.json) and data-loader pinned memory (host side). PyTorch DDP
-without gradient_as_bucket_view (a second copy of every gradient) is not modelled.
+buffers, pipeline p2p staging buffers, CUDA graphs' private pools, FP8 scaling factors and
+amax histories, MoE routing temporaries (token gather / index_add; measured 0.3-1.5% of the
+MoE peaks in validation/results.json), torch.compile's changes to what is saved, and
+data-loader pinned memory (host side). PyTorch DDP without gradient_as_bucket_view (a second
+copy of every gradient) is not modelled.
 """
 
 from __future__ import annotations
