@@ -460,3 +460,41 @@ def test_te_fp8_weight_copies_are_kept_for_the_stage_blocks() -> None:
     parts = dict(stage.phase("optimizer_step").temporary_parts)
     per_block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
     assert parts["FP8 weight copies (Transformer Engine)"] == pytest.approx(32 * per_block * 2)
+
+
+# The exporter writes each recipe as the framework spells it.
+def test_megatron_arguments_spell_the_recipes() -> None:
+    from explorer.launch import megatron_arguments
+
+    layout = Layout(pp=16, virtual_stages=2, schedule="interleaved", dp=8, zero=1,
+                    recompute="selective", recompute_modules=("mla_up_proj", "mlp"),
+                    activation_offload=("core_attn", "attn_proj"), offload_layers=4,
+                    optimizer_offload_fraction=0.5,
+                    pipeline_layout="Et*3|(tt|)*29,m|L")  # fmt: skip
+    args = megatron_arguments(layout, WORKLOAD, 61)
+    for flag in (
+        '--pipeline-model-parallel-layout "Et*3|(tt|)*29,m|L"',
+        "--recompute-granularity selective",
+        "--recompute-modules mla_up_proj mlp",
+        "--fine-grained-activation-offloading",
+        "--offload-modules core_attn attn_proj",
+        "--cpu-offloading-num-layers 4",
+        "--optimizer-cpu-offload",
+        "--optimizer-offload-fraction 0.5",
+    ):
+        assert flag in args
+    assert not any(a.startswith("--num-layers-per-virtual-pipeline-stage") for a in args)
+    block = Layout(recompute="full", recompute_method="block", recompute_num_layers=5)
+    assert "--recompute-method block" in megatron_arguments(block, WORKLOAD, 32)
+
+
+def test_torchtitan_config_spells_op_and_layer_sac_and_hsdp() -> None:
+    from explorer.launch import torchtitan_config
+
+    op = torchtitan_config(Layout(recompute="selective", recompute_ops=True), WORKLOAD)
+    assert 'selective_ac_option = "op"' in op
+    layer = torchtitan_config(Layout(recompute="full", recompute_every=2), WORKLOAD)
+    assert 'mode = "selective"' in layer and 'selective_ac_option = "2"' in layer
+    hsdp = torchtitan_config(Layout(dp=8, zero=3, dp_shard=4), WORKLOAD)
+    assert "data_parallel_replicate_degree = 2" in hsdp
+    assert "data_parallel_shard_degree = 4" in hsdp
