@@ -498,3 +498,14 @@ def test_torchtitan_config_spells_op_and_layer_sac_and_hsdp() -> None:
     hsdp = torchtitan_config(Layout(dp=8, zero=3, dp_shard=4), WORKLOAD)
     assert "data_parallel_replicate_degree = 2" in hsdp
     assert "data_parallel_shard_degree = 4" in hsdp
+
+
+def test_one_knob_neighbours_skip_the_changes_a_recipe_does_not_allow() -> None:
+    from explorer.search.explain import neighbours
+
+    layout = Layout(pp=2, dp=4, recompute="selective", recompute_modules=("mlp",),
+                    pipeline_layout="Et*16|t*16L")  # fmt: skip
+    found = dict(neighbours(layout, moe=False))
+    assert "recompute selective to none" not in found  # the modules need selective
+    assert "PP 2 to 4" not in found  # the layout string is for 2 ranks
+    assert found["ZeRO 0 to 1"].recompute_modules == ("mlp",)
