@@ -17,6 +17,7 @@ from test_activations import SMALL_MOE
 
 from explorer.compute import PassTimes, stage_work
 from explorer.compute.recompute import recompute_shares
+from explorer.estimate import EstimateAssumptions
 from explorer.estimate.offload import HostCopies
 from explorer.memory import training_memory
 from explorer.memory.activations import ActivationShape, block_activation_bytes
@@ -509,3 +510,30 @@ def test_one_knob_neighbours_skip_the_changes_a_recipe_does_not_allow() -> None:
     assert "recompute selective to none" not in found  # the modules need selective
     assert "PP 2 to 4" not in found  # the layout string is for 2 ranks
     assert found["ZeRO 0 to 1"].recompute_modules == ("mlp",)
+
+
+# The time side end to end.
+def test_uneven_stages_time_their_own_blocks() -> None:
+    from explorer.estimate import estimate
+
+    cluster = ClusterSpec(gpu=H100_LIKE)
+    layout = Layout(pp=4, dp=2, first_stage_layers=5, last_stage_layers=6)
+    e = estimate(LLAMA, cluster, layout, TrainingWorkload(seq_len=S, global_batch_size=16))
+    assert [len(s.layers) for s in e.stages] == [5, 11, 10, 6]
+    middle = e.stages[1].compute.forward_s / e.stages[2].compute.forward_s
+    assert middle == pytest.approx(11 / 10, rel=1e-9)  # equal blocks, no ends
+
+
+def test_offload_copy_time_adds_to_both_passes_where_it_does_not_overlap() -> None:
+    from explorer.estimate import estimate
+
+    cluster = ClusterSpec(gpu=dataclasses.replace(H100_LIKE, host_bytes_per_s=1e9))
+    base = Layout(dp=8)
+    offload = dataclasses.replace(base, activation_offload=OFFLOAD)
+    a = dataclasses.replace(EstimateAssumptions(), memory=dataclasses.replace(
+        MEGATRON, offload_overlap=0.0))  # fmt: skip
+    plain = estimate(LLAMA, cluster, base, WORKLOAD, a).stages[0]
+    moved = estimate(LLAMA, cluster, offload, WORKLOAD, a).stages[0]
+    copy_s = 32 * S * 2 * (4096 + 4096) / 1e9
+    assert moved.forward_s - plain.forward_s == pytest.approx(copy_s, rel=1e-9)
+    assert moved.backward_s - plain.backward_s == pytest.approx(copy_s, rel=1e-9)
