@@ -537,3 +537,20 @@ def test_offload_copy_time_adds_to_both_passes_where_it_does_not_overlap() -> No
     copy_s = 32 * S * 2 * (4096 + 4096) / 1e9
     assert moved.forward_s - plain.forward_s == pytest.approx(copy_s, rel=1e-9)
     assert moved.backward_s - plain.backward_s == pytest.approx(copy_s, rel=1e-9)
+
+
+def test_token_drop_at_a_capacity_factor_times_experts_at_that_load() -> None:
+    # Dropless: the busiest GPU's experts see the imbalance (2); a capacity factor of 1 caps
+    # them at the mean, as balanced routing does.
+    from explorer.estimate import estimate
+
+    cluster = ClusterSpec(gpu=H100_LIKE)
+    layout, load = Layout(dp=8, ep=8), TrainingWorkload(seq_len=S, global_batch_size=8)
+
+    def forward_s(**memory: float) -> float:
+        a = EstimateAssumptions(memory=dataclasses.replace(MEGATRON, **memory))
+        return estimate(SMALL_MOE, cluster, layout, load, a).stages[0].compute.forward_s
+
+    capped = forward_s(moe_imbalance=2.0, moe_capacity_factor=1.0)
+    assert capped == pytest.approx(forward_s(moe_imbalance=1.0), rel=1e-12)
+    assert forward_s(moe_imbalance=2.0) > capped

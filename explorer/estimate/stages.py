@@ -34,6 +34,7 @@ from explorer.compute import (
 from explorer.estimate.offload import HostCopies
 from explorer.estimate.pipeline import PipelineModel
 from explorer.memory import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
+from explorer.memory.activations import expert_load
 from explorer.partition import layout_chunk_sizes, pipeline_plan
 from explorer.precision import precision_policy
 from explorer.schedules import StageTimes
@@ -45,7 +46,8 @@ class EstimateAssumptions:
     """Every adjustable assumption behind a step-time estimate, by model."""
 
     memory: TrainingAssumptions = DEFAULT_TRAINING_ASSUMPTIONS
-    """Memory model (its ``moe_imbalance`` also scales expert compute and all-to-all bytes)."""
+    """Memory model (its expert load, ``moe_capacity_factor`` or ``moe_imbalance``, also
+    scales expert compute and all-to-all bytes)."""
     compute: ComputeAssumptions = DEFAULT_COMPUTE_ASSUMPTIONS
     """Kernel efficiency, HBM efficiency, attention FLOP convention."""
     comm: CommAssumptions = DEFAULT_COMM_ASSUMPTIONS
@@ -138,7 +140,7 @@ def stage_context(
         seq_len=workload.seq_len,
         groups=place_groups(cluster, layout),
         assumptions=assumptions.comm,
-        moe_imbalance=assumptions.memory.moe_imbalance if model.is_moe else 1.0,
+        moe_imbalance=expert_load(model, assumptions.memory),
     )
 
 

@@ -147,6 +147,19 @@ def ffn_tensors(
     )
 
 
+def expert_load(model: ModelSpec, a: TrainingAssumptions) -> float:
+    """Tokens the busiest GPU's experts process, as a multiple of the mean (1 for a dense model):
+    the capacity factor when tokens beyond it are dropped (Megatron-Core
+    --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity: experts run at
+    capacity), else the dropless imbalance assumption.
+
+    Source: Fedus et al. 2021 (arXiv:2101.03961) sec. 2.2 (expert capacity).
+    """
+    if not model.is_moe:
+        return 1.0
+    return a.moe_capacity_factor if a.moe_capacity_factor is not None else a.moe_imbalance
+
+
 def routed_tokens(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) -> float:
     """Token copies the routed experts on one GPU process per micro-batch.
 
@@ -154,8 +167,7 @@ def routed_tokens(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) 
     all-gathered over expert-TP; capacity factor (Fedus et al. 2021, arXiv:2101.03961) or the
     dropless imbalance assumption for the busiest GPU.
     """
-    margin = a.moe_capacity_factor if a.moe_capacity_factor is not None else a.moe_imbalance
-    return x.sp_tokens * model.num_experts_per_tok * x.etp * margin
+    return x.sp_tokens * model.num_experts_per_tok * x.etp * expert_load(model, a)
 
 
 def moe_tensors(
