@@ -64,7 +64,7 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     )
     logits = s.shape.tokens * s.model.vocab_size / tp
     parts: list[tuple[str, float]] = [("cross-entropy temporaries", logits * per_logit)]
-    if zero3_gathers(s, s.dense_shards) and s.layout.reshard_after_forward:
+    if zero3_gathers(s, s.dense_shards) and not kept_gathered_weights(s, plan):
         head = head_params_per_gpu(s.model, tp, has_embedding=False)  # tied: the same weight
         parts.append(("ZeRO-3 gathered LM head", head * s.policy.param_bytes))
     return (*(p for p in parts if p[1]), *kept_gathered_weights(s, plan))
