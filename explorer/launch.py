@@ -53,6 +53,12 @@ def _megatron_pipeline(layout: Layout, num_layers: int) -> list[str]:
         out.append(f"--num-layers-per-virtual-pipeline-stage {num_layers // (pp * v)}")
     elif v > 1:
         out.append(f"--num-virtual-stages-per-pipeline-rank {v}")
+    if layout.first_stage_layers is not None:
+        out.append(f"--decoder-first-pipeline-num-layers {layout.first_stage_layers}")
+    if layout.last_stage_layers is not None:
+        out.append(f"--decoder-last-pipeline-num-layers {layout.last_stage_layers}")
+    if layout.pipeline_layout is not None:  # the string replaces every other stage flag
+        out = [f'--pipeline-model-parallel-layout "{layout.pipeline_layout}"']
     if layout.schedule in ("gpipe", "zb-h1", "dualpipe") and pp > 1:
         out.append(
             f"# explorer: schedule={layout.schedule}: not a Megatron-LM flag; Megatron runs 1F1B"
@@ -103,15 +109,41 @@ def _megatron_sharding(layout: Layout) -> list[str]:
 
 
 def _megatron_recompute(layout: Layout) -> list[str]:
+    return _megatron_checkpointing(layout) + _megatron_offload(layout)
+
+
+def _megatron_checkpointing(layout: Layout) -> list[str]:
     if layout.recompute == "none":
         return []
     if layout.recompute == "selective":
-        return ["--recompute-granularity selective"]
+        if layout.recompute_ops:
+            return ["# torchtitan op-level SAC has no Megatron flag; selective core_attn is close"]
+        modules = " ".join(layout.recompute_modules)
+        return ["--recompute-granularity selective", f"--recompute-modules {modules}"]
+    if layout.recompute_every != 1:
+        return [f"# recompute every {layout.recompute_every}th block: torchtitan's, not Megatron's"]
+    layers = layout.recompute_num_layers or 1
     return [
         "--recompute-granularity full",
-        "--recompute-method uniform",
-        "--recompute-num-layers 1",
+        f"--recompute-method {layout.recompute_method}",
+        f"--recompute-num-layers {layers}",
     ]
+
+
+def _megatron_offload(layout: Layout) -> list[str]:
+    out = []
+    if layout.activation_offload:
+        out.append("--fine-grained-activation-offloading")
+        out.append(f"--offload-modules {' '.join(layout.activation_offload)}")
+    if layout.offload_layers:
+        out.append("--cpu-offloading")
+        out.append(f"--cpu-offloading-num-layers {layout.offload_layers}")
+    if layout.optimizer_offload_fraction:
+        out.append("--optimizer-cpu-offload")
+        out.append(f"--optimizer-offload-fraction {layout.optimizer_offload_fraction:g}")
+    if layout.dp_shard is not None and layout.dp_shard != layout.dp:
+        out.append(f"--num-distributed-optimizer-instances {layout.dp // layout.dp_shard}")
+    return out
 
 
 _BF16_MOMENTS = [  # the tool's fp8-mixed keeps bf16 Adam moments (DeepSeek-V3 sec. 3.3.3)
@@ -151,10 +183,11 @@ def torchtitan_config(
     """The ``[parallelism]``, ``[training]``, ``[activation_checkpoint]`` (and for FP8
     ``[model]``) TOML sections; ``num_layers`` sets the layers per virtual stage."""
     fsdp = layout.zero >= 2
+    shard = (layout.dp_shard or layout.dp) if fsdp else 1  # HSDP: shard within, replicate across
     lines = [
         "[parallelism]",
-        f"data_parallel_replicate_degree = {1 if fsdp else layout.dp}",
-        f"data_parallel_shard_degree = {layout.dp if fsdp else 1}",
+        f"data_parallel_replicate_degree = {layout.dp // shard}",
+        f"data_parallel_shard_degree = {shard}",
         f"tensor_parallel_degree = {layout.tp}",
         f"pipeline_parallel_degree = {layout.pp}",
         f"context_parallel_degree = {layout.cp}",
@@ -170,7 +203,7 @@ def torchtitan_config(
 def _torchtitan_sharding(layout: Layout) -> list[str]:
     """FSDP2's resharding for ZeRO-2 / 3; a comment where torchtitan shards otherwise (it has
     no ZeRO-1, and it applies FSDP over context-parallel ranks whatever the shard degree)."""
-    if layout.zero == 2:
+    if layout.zero == 2 or (layout.zero == 3 and not layout.reshard_after_forward):
         return ['fsdp_reshard_after_forward = "never"  # keep params gathered: ZeRO-2-like']
     if layout.zero == 3:
         return ['fsdp_reshard_after_forward = "always"  # ZeRO-3 (default keeps them under PP)']
@@ -277,9 +310,22 @@ def _torchtitan_training(layout: Layout, workload: TrainingWorkload) -> list[str
         )
     if layout.tp > 1 and not layout.sequence_parallel:
         lines.append("# explorer: sequence_parallel=off: torchtitan's TP always shards norms")
-    lines += ["", "[activation_checkpoint]", f'mode = "{layout.recompute}"']
-    if layout.recompute == "selective":
-        lines.append('selective_ac_option = "op"  # the closest to recomputing attention only')
+    lines += ["", "[activation_checkpoint]", *_torchtitan_checkpointing(layout)]
     if workload.precision == "fp8-mixed":
         lines += ["", "[model]", 'converters = ["float8"]']
     return lines
+
+
+def _torchtitan_checkpointing(layout: Layout) -> list[str]:
+    """torchtitan's activation_checkpoint section: full, layer SAC every n, or op SAC."""
+    if layout.recompute == "full" and layout.recompute_every > 1:
+        return ['mode = "selective"', f'selective_ac_option = "{layout.recompute_every}"']
+    if layout.recompute == "selective":
+        lines = [
+            'mode = "selective"',
+            'selective_ac_option = "op"  # the closest to attention only',
+        ]
+        if not layout.recompute_ops:
+            lines.append("# Megatron's recompute modules are not torchtitan's; op SAC is close")
+        return lines
+    return [f'mode = "{layout.recompute}"']

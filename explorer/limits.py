@@ -116,7 +116,7 @@ LIMITS: Mapping[str, float] = MappingProxyType(
         "concurrency": MAX_SEQUENCES,
         # Search, scaling and schedules (command line and app)
         "ranked": 200,
-        "max_virtual": 16,
+        "max_virtual": 64,  # published recipes use 20 and 24 virtual stages
         "search_values": 16,
         "gpu_counts": 32,
         "stages": 1 << 10,

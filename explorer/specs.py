@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from explorer.limits import MAX_GPUS, MAX_LAYERS, check_at_most
+from explorer.pipeline_layout import parse_pipeline_layout
 
 Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed"]
 Recompute = Literal["none", "selective", "full"]
@@ -22,6 +23,17 @@ MeshAxis = Literal["tp", "cp", "ep", "dp", "pp"]
 GradDType = Literal["fp32", "bf16"]
 WeightDType = Literal["bf16", "fp8", "int8", "int4"]
 KvDType = Literal["bf16", "fp8"]
+RecomputeModule = Literal[
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
+]
+"""Megatron-Core ``--recompute-modules`` (TransformerConfig.recompute_modules)."""
+RecomputeMethod = Literal["uniform", "block"]
+"""Megatron-Core ``--recompute-method`` for full recompute."""
+OffloadModule = Literal[
+    "attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"
+]
+"""Megatron-Core ``--offload-modules`` (fine-grained activation offloading): each offloads its
+input activation to host memory in the forward and reloads it before its backward."""
 
 MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 """Default placement of process groups on ranks, innermost (fastest-varying) first."""
@@ -29,6 +41,12 @@ MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16-mixed", "bf16-pure", "fp8-mixed")
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
 SCHEDULES: tuple[ScheduleName, ...] = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe")
+RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = (
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
+)  # fmt: skip
+OFFLOAD_MODULES: tuple[OffloadModule, ...] = (
+    "attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"
+)  # fmt: skip
 
 
 def _positive(obj: object, *names: str) -> None:
@@ -258,6 +276,9 @@ class GpuSpec:
     scale_up_fabric: str = "nvlink4"
     """Scale-up link model, ``presets/fabrics/<id>.toml``: achievable bus bandwidth by message
     size and whether NVLink SHARP exists (nvlink3, nvlink4, nvlink5, infinity-fabric)."""
+    host_bytes_per_s: float = 64e9
+    """GPU-to-host-memory bandwidth, one direction, bytes/s (activation and optimizer offload):
+    PCIe Gen5 x16 is 64 GB/s (PCI-SIG), NVLink-C2C on Grace Hopper / Blackwell 450 GB/s."""
     source: str = ""
     """Where the figures come from."""
 
@@ -271,6 +292,7 @@ class GpuSpec:
             "hbm_bytes_per_s",
             "scale_up_bytes_per_s",
             "scale_up_domain_size",
+            "host_bytes_per_s",
         )
         _bounded(
             self,
@@ -391,6 +413,59 @@ class ClusterSpec:
         return self.scale_out_bytes_per_s / self.oversubscription
 
 
+def _check_recipes(layout: Layout) -> None:
+    """The memory-recipe fields of ``layout``: one sentence naming the field when one is wrong."""
+    for name, allowed in (
+        ("recompute_modules", RECOMPUTE_MODULES),
+        ("activation_offload", OFFLOAD_MODULES),
+    ):
+        values = getattr(layout, name)
+        wrong = [v for v in values if v not in allowed]
+        if wrong or len(set(values)) != len(values):
+            raise ValueError(f"{name} must list distinct values of {allowed}, got {values}")
+    if not layout.recompute_modules:
+        raise ValueError("recompute_modules must list at least one module")
+    needs = (  # (field, is set, the recompute it needs)
+        ("recompute_modules", layout.recompute_modules != ("core_attn",), "selective"),
+        ("recompute_ops", layout.recompute_ops, "selective"),
+        ("recompute_method", layout.recompute_method != "uniform", "full"),
+        ("recompute_num_layers", layout.recompute_num_layers is not None, "full"),
+        ("recompute_every", layout.recompute_every != 1, "full"),
+    )
+    for name, is_set, recompute in needs:
+        if is_set and layout.recompute != recompute:
+            raise ValueError(f"{name} needs recompute = {recompute!r}, not {layout.recompute!r}")
+    if layout.recompute_ops and layout.recompute_modules != ("core_attn",):
+        raise ValueError("recompute_ops (torchtitan op-level SAC) excludes recompute_modules")
+    if layout.recompute_every != 1 and layout.recompute_method != "uniform":
+        raise ValueError("recompute_every (torchtitan) excludes recompute_method = 'block'")
+    if layout.offload_layers < 0:
+        raise ValueError(f"offload_layers must be zero or more, got {layout.offload_layers}")
+    if not 0 <= layout.optimizer_offload_fraction <= 1:
+        raise ValueError(
+            f"optimizer_offload_fraction must be in [0, 1], got {layout.optimizer_offload_fraction}"
+        )
+    if layout.dp_shard is not None and layout.dp % layout.dp_shard:
+        raise ValueError(f"dp_shard ({layout.dp_shard}) must divide dp ({layout.dp})")
+    ends = (layout.first_stage_layers, layout.last_stage_layers)
+    if layout.pipeline_layout is not None and (
+        layout.stage_layers or any(e is not None for e in ends)
+    ):
+        raise ValueError("pipeline_layout excludes stage_layers and first/last_stage_layers")
+    if layout.pipeline_layout is not None:
+        chunks = parse_pipeline_layout(layout.pipeline_layout, layout.pp)
+        if len(chunks) != layout.pp * layout.virtual_stages:
+            raise ValueError(
+                f"pipeline_layout has {len(chunks) // layout.pp} chunks per pipeline rank; "
+                f"set virtual_stages = {len(chunks) // layout.pp} (interleaved schedule)"
+            )
+    if layout.stage_layers is not None and any(e is not None for e in ends):
+        raise ValueError("stage_layers excludes first_stage_layers and last_stage_layers")
+    for name, value in zip(("first_stage_layers", "last_stage_layers"), ends, strict=True):
+        if value is not None and (value < 0 or layout.pp == 1):
+            raise ValueError(f"{name} needs pp > 1 and zero or more blocks, got {value}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Layout:
     """How a training job is split: parallel degrees, sharding, recompute, micro-batching."""
@@ -424,6 +499,48 @@ class Layout:
     """Transformer blocks on each pipeline stage; None means a balanced split."""
     mesh_order: tuple[MeshAxis, ...] = MESH_ORDER
     """Placement of groups on ranks, innermost first."""
+    # Memory recipes as the frameworks spell them (explorer.memory.recipes checks them).
+    recompute_modules: tuple[RecomputeModule, ...] = ("core_attn",)
+    """Selective recompute: the submodules recomputed (Megatron-Core --recompute-modules; its
+    default core_attn is the attention core of Korthikanti et al. 2022 sec. 5)."""
+    recompute_ops: bool = False
+    """Selective recompute as torchtitan's op-level SAC (selective_ac_option = "op"): each block
+    keeps its input and the outputs of the ops on torchtitan's save list (every second matmul,
+    attention, TP reduce-scatters) and rebuilds the rest."""
+    recompute_method: RecomputeMethod = "uniform"
+    """Full recompute: uniform checkpoints every block (in units of recompute_num_layers);
+    block checkpoints only the first recompute_num_layers blocks of each model chunk."""
+    recompute_num_layers: int | None = None
+    """Full recompute: blocks per checkpointed unit (uniform) or checkpointed blocks per model
+    chunk (block); None means 1 (uniform) or all of them (block)."""
+    recompute_every: int = 1
+    """Full recompute of every n-th block of a rank only (torchtitan selective_ac_option = n);
+    1 means every block."""
+    first_stage_layers: int | None = None
+    """Blocks on the first pipeline rank (Megatron --decoder-first-pipeline-num-layers); None
+    means an even share."""
+    last_stage_layers: int | None = None
+    """Blocks on the last pipeline rank (Megatron --decoder-last-pipeline-num-layers); None
+    means an even share."""
+    pipeline_layout: str | None = None
+    """Megatron --pipeline-model-parallel-layout, e.g. "Et*3|(tt|)*29,m|L": one "|"-separated
+    entry per model chunk (pp x virtual), E embedding, t block, m MTP module, L loss."""
+    activation_offload: tuple[OffloadModule, ...] = ()
+    """Modules whose input activation is offloaded to host memory (Megatron-Core
+    --fine-grained-activation-offloading --offload-modules); () means none."""
+    offload_layers: int = 0
+    """Blocks per pipeline rank whose saved activations all live in host memory between their
+    forward and backward (Megatron --cpu-offloading --cpu-offloading-num-layers, Transformer
+    Engine's CPU offload); 0 means none."""
+    optimizer_offload_fraction: float = 0.0
+    """Share of the master weights and optimizer states kept and updated in host memory
+    (Megatron --optimizer-cpu-offload --optimizer-offload-fraction; 1 is ZeRO-Offload); 0 off."""
+    reshard_after_forward: bool = True
+    """ZeRO-3 / FSDP2: free the gathered weights after each block's forward (True) or keep them
+    until its backward (FSDP2 reshard_after_forward=False)."""
+    dp_shard: int | None = None
+    """HSDP: data-parallel ranks of one ZeRO shard group (torchtitan data_parallel_shard_degree;
+    replicas = dp / dp_shard); None means all dp ranks."""
 
     def __post_init__(self) -> None:
         _positive(self, "dp", "tp", "pp", "cp", "ep", "etp", "micro_batch_size", "virtual_stages")
@@ -433,6 +550,7 @@ class Layout:
                 f"DP x TP x PP x CP must be at most {MAX_GPUS:,} GPUs (this tool's limit), "
                 f"got {self.world_size:,}"
             )
+        _positive(self, "recompute_num_layers", "recompute_every", "dp_shard")
         if self.zero not in (0, 1, 2, 3):
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.stage_layers is not None:
@@ -451,6 +569,7 @@ class Layout:
                 f"virtual_stages = {self.virtual_stages} needs the interleaved schedule, "
                 f"not {self.schedule}"
             )
+        _check_recipes(self)
 
     @property
     def world_size(self) -> int:

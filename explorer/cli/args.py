@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from explorer.limits import MAX_ASSUMPTION, limit, shown
 from explorer.specs import (
+    OFFLOAD_MODULES,
     PRECISIONS,
+    RECOMPUTE_MODULES,
     RECOMPUTES,
     SCHEDULES,
     ClusterSpec,
@@ -160,6 +162,77 @@ def add_layout(parser: argparse.ArgumentParser, *, required: bool = True) -> Non
     )
     group.add_argument("--recompute", choices=RECOMPUTES, default="none")
     group.add_argument("--sequence-parallel", choices=("on", "off"), default="on")
+    add_recipes(parser)
+
+
+def add_recipes(parser: argparse.ArgumentParser) -> None:
+    """Memory recipes as Megatron-LM and torchtitan spell them (explorer.specs.Layout)."""
+    group = parser.add_argument_group("memory recipes")
+    group.add_argument(
+        "--recompute-modules",
+        nargs="+",
+        choices=RECOMPUTE_MODULES,
+        default=["core_attn"],
+        help="selective: Megatron --recompute-modules",
+    )
+    group.add_argument(
+        "--recompute-ops", action="store_true", help="selective: torchtitan op-level SAC"
+    )
+    group.add_argument("--recompute-method", choices=("uniform", "block"), default="uniform")
+    group.add_argument("--recompute-num-layers", type=int, default=None)
+    group.add_argument(
+        "--recompute-every",
+        type=int,
+        default=1,
+        help="full recompute of every n-th block (torchtitan selective_ac_option)",
+    )
+    group.add_argument("--first-stage-layers", type=int, default=None)
+    group.add_argument("--last-stage-layers", type=int, default=None)
+    group.add_argument(
+        "--pipeline-layout",
+        default=None,
+        help='Megatron --pipeline-model-parallel-layout, e.g. "Et*3|(tt|)*29,m|L"',
+    )
+    group.add_argument(
+        "--offload-modules",
+        nargs="+",
+        choices=OFFLOAD_MODULES,
+        default=[],
+        help="Megatron fine-grained activation offloading",
+    )
+    group.add_argument(
+        "--offload-layers",
+        type=int,
+        default=0,
+        help="Megatron --cpu-offloading-num-layers: blocks offloaded whole",
+    )
+    group.add_argument("--optimizer-offload-fraction", type=float, default=0.0)
+    group.add_argument(
+        "--no-reshard-after-forward",
+        action="store_true",
+        help="ZeRO-3: keep gathered weights from forward to backward (FSDP2)",
+    )
+    group.add_argument("--dp-shard", type=int, default=None,
+                       help="HSDP: data-parallel ranks per shard group")  # fmt: skip
+
+
+def recipes_from(args: argparse.Namespace) -> dict[str, object]:
+    """The Layout fields of ``add_recipes``' flags."""
+    return {
+        "recompute_modules": tuple(args.recompute_modules),
+        "recompute_ops": args.recompute_ops,
+        "recompute_method": args.recompute_method,
+        "recompute_num_layers": args.recompute_num_layers,
+        "recompute_every": args.recompute_every,
+        "first_stage_layers": args.first_stage_layers,
+        "last_stage_layers": args.last_stage_layers,
+        "pipeline_layout": args.pipeline_layout,
+        "activation_offload": tuple(args.offload_modules),
+        "offload_layers": args.offload_layers,
+        "optimizer_offload_fraction": args.optimizer_offload_fraction,
+        "reshard_after_forward": not args.no_reshard_after_forward,
+        "dp_shard": args.dp_shard,
+    }
 
 
 def layout_from(args: argparse.Namespace) -> Layout:
@@ -180,6 +253,7 @@ def layout_from(args: argparse.Namespace) -> Layout:
         sequence_parallel=args.sequence_parallel == "on",
         micro_batch_size=args.mbs,
         stage_layers=getattr(args, "stage_layers", None),  # from --from-megatron/torchtitan
+        **recipes_from(args),  # type: ignore[arg-type]
     )
 
 

@@ -24,6 +24,7 @@ from explorer.cli.args import (
     add_workload,
     calibration_from,
     overrides_from,
+    recipes_from,
     space_choices,
 )
 from explorer.cli.importing import (
@@ -133,6 +134,7 @@ def layout_inputs(args: argparse.Namespace) -> LayoutInputs:
         dp=dp, tp=tp, pp=pp, cp=cp, ep=args.ep, zero=args.zero, recompute=args.recompute,
         schedule=schedule, virtual_stages=args.virtual,
         sequence_parallel=args.sequence_parallel == "on", micro_batch_size=args.mbs,
+        **recipes_from(args),  # type: ignore[arg-type]
     )  # fmt: skip
 
 

@@ -69,6 +69,19 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "virtual": ("layout", "virtual_stages"),
     "sp": ("layout", "sequence_parallel"),
     "mbs": ("layout", "micro_batch_size"),
+    "rc_modules": ("layout", "recompute_modules"),
+    "rc_ops": ("layout", "recompute_ops"),
+    "rc_method": ("layout", "recompute_method"),
+    "rc_layers": ("layout", "recompute_num_layers"),
+    "rc_every": ("layout", "recompute_every"),
+    "first_layers": ("layout", "first_stage_layers"),
+    "last_layers": ("layout", "last_stage_layers"),
+    "pp_layout": ("layout", "pipeline_layout"),
+    "offload": ("layout", "activation_offload"),
+    "offload_layers": ("layout", "offload_layers"),
+    "opt_offload": ("layout", "optimizer_offload_fraction"),
+    "reshard": ("layout", "reshard_after_forward"),
+    "dp_shard": ("layout", "dp_shard"),
     "prompt": ("serving", "prompt_len"),
     "output": ("serving", "output_len"),
     "concurrency": ("serving", "concurrency"),
@@ -85,6 +98,13 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "calib": ("", "calibration"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
+
+
+_NULLABLE = frozenset(
+    {"recompute_num_layers", "first_stage_layers", "last_stage_layers", "pipeline_layout",
+     "dp_shard"}
+)  # fmt: skip
+"""Layout fields whose None is written "None" in a link."""
 
 
 @cache
@@ -117,10 +137,12 @@ def _decode(group: str, name: str, raw: str) -> Any:
     if name == "calibration":
         notes = TypeAdapter(dict[str, str]).validate_json(raw)
         return _adapter(group, name).validate_python(tuple(sorted(notes.items())))
-    if name.endswith("_GBps") and raw in ("", "none", "None"):
+    default = getattr(_GROUPS[group](), name) if group else None
+    nullable = name.endswith("_GBps") or name in _NULLABLE
+    if nullable and raw in ("", "none", "None"):
         return None
     adapter = _adapter(group, name)
-    if group == "search" and isinstance(getattr(SearchInputs(), name), tuple):
+    if group in ("search", "layout") and isinstance(default, tuple):
         parts = [int(p) if p.strip().isdigit() else p.strip() for p in raw.split(",") if p]
         return adapter.validate_python(tuple(parts))
     try:

@@ -16,6 +16,7 @@ from explorer.limits import (
     MAX_ASSUMPTION,
     MAX_BYTES_PER_S,
     MAX_GPUS,
+    MAX_LAYERS,
     MAX_SEQUENCES,
     MAX_TOKENS,
     MAX_URL_CONFIG_CHARS,
@@ -27,8 +28,11 @@ from explorer.specs import (
     SCHEDULES,
     KvDType,
     Layout,
+    OffloadModule,
     Precision,
     Recompute,
+    RecomputeMethod,
+    RecomputeModule,
     ScheduleName,
     ServingWorkload,
     TrainingWorkload,
@@ -45,6 +49,7 @@ PerNode = Annotated[int, Field(ge=0, le=limit("gpus_per_node"))]
 Nodes = Annotated[int, Field(ge=0, le=limit("num_nodes"))]
 """GPUs per node and nodes may be zero in the input: the app then says the cluster is empty."""
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+LayerCount = Annotated[int, Field(ge=1, le=MAX_LAYERS)]
 Sequences = Annotated[int, Field(ge=1, le=MAX_SEQUENCES)]
 Bandwidth = Annotated[float, Field(gt=0, le=MAX_BYTES_PER_S / 1e9, allow_inf_nan=False)] | None
 ConfigText = Annotated[str, Field(max_length=MAX_URL_CONFIG_CHARS)]
@@ -119,6 +124,20 @@ class LayoutInputs:
     virtual_stages: Annotated[int, Field(ge=1, le=limit("virtual_stages"))] = 1
     sequence_parallel: bool = True
     micro_batch_size: Sequences = 1
+    # Memory recipes (specs.Layout documents each; defaults change nothing).
+    recompute_modules: Annotated[tuple[RecomputeModule, ...], Field(min_length=1)] = ("core_attn",)
+    recompute_ops: bool = False
+    recompute_method: RecomputeMethod = "uniform"
+    recompute_num_layers: LayerCount | None = None
+    recompute_every: Annotated[int, Field(ge=1, le=MAX_LAYERS)] = 1
+    first_stage_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
+    last_stage_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
+    pipeline_layout: Annotated[str, Field(min_length=1, max_length=4000)] | None = None
+    activation_offload: tuple[OffloadModule, ...] = ()
+    offload_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
+    optimizer_offload_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
+    reshard_after_forward: bool = True
+    dp_shard: Degree | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
