@@ -235,6 +235,14 @@ class GpuSpec:
     """GPUs joined by the scale-up links (8 for an HGX board, 72 for NVL72)."""
     source: str = ""
     """Where the figures come from."""
+    tdp_w: float | None = None
+    """Maximum board power (TDP), watts, from the vendor datasheet; None when not published."""
+    power_source: str = ""
+    """Where tdp_w comes from."""
+    price_per_gpu_hour: float | None = None
+    """A published on-demand list price, US dollars per GPU-hour; None when none is published."""
+    price_source: str = ""
+    """The price's page and the date it was read."""
 
     def __post_init__(self) -> None:
         _positive(

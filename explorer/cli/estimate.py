@@ -27,6 +27,7 @@ from explorer.cli.args import (
     overrides_from,
     workload_from,
 )
+from explorer.cli.cost_args import add_cost, cost_lines, training_cost_json
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
@@ -71,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_assume(group)
     add_calibration(group)
+    add_cost(parser)
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -133,6 +135,13 @@ def run(args: argparse.Namespace) -> dict:
         "comm_warnings": [w for w in step.warnings if w not in result.warnings],
         "assumed": overrides_from(args, assumptions),
         "calibration": calibration_json(args, figures),
+        "cost": training_cost_json(
+            args,
+            tokens_per_s=step.tokens_per_s,
+            tokens_per_step=workload.tokens_per_step,
+            num_gpus=layout.world_size,
+            gpu=cluster.gpu,
+        ),
     }
 
 
@@ -160,6 +169,7 @@ def render(result: dict) -> str:
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
+    lines += cost_lines(result.get("cost"))
     return "\n".join(lines)
 
 
