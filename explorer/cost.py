@@ -40,9 +40,7 @@ class CostAssumptions:
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be zero or more, got {value!r}")
         if not 0 < self.power_utilisation <= 1:
-            raise ValueError(
-                f"power_utilisation must be in (0, 1], got {self.power_utilisation!r}"
-            )
+            raise ValueError(f"power_utilisation must be in (0, 1], got {self.power_utilisation!r}")
         if not (math.isfinite(self.pue) and self.pue >= 1):
             raise ValueError(f"pue must be at least 1, got {self.pue!r}")
 
@@ -228,3 +226,34 @@ def serving_cost(
         replicas_needed=replicas,
         gpus_needed=None if replicas is None else replicas * gpus_per_replica,
     )
+
+
+def point_cost(
+    num_gpus: int,
+    tokens_per_s: float | None,
+    price_per_gpu_hour: float | None,
+    train_tokens: float | None = None,
+) -> dict[str, float | None]:
+    """Cost columns of one scaling point: $ per million tokens, and days and $ for a run.
+
+    None where the point has no fitting layout, no price, or no run length was given.
+    """
+    fits = tokens_per_s is not None and tokens_per_s > 0
+    per_million = (
+        cost_per_million_tokens(num_gpus, price_per_gpu_hour, tokens_per_s)
+        if fits and price_per_gpu_hour is not None and tokens_per_s is not None
+        else None
+    )
+    days = (
+        training_time_s(train_tokens, tokens_per_s) / 86400.0
+        if fits and train_tokens is not None and tokens_per_s is not None
+        else None
+    )
+    money = None
+    if days is not None and price_per_gpu_hour is not None:
+        money = gpu_hours(num_gpus, days * 86400.0) * price_per_gpu_hour
+    return {
+        "cost_per_million_tokens_usd": per_million,
+        "train_days": days,
+        "train_cost_usd": money,
+    }

@@ -68,9 +68,7 @@ def test_preset_price_used_and_named() -> None:
 
 def test_preset_without_tdp_gives_no_energy() -> None:
     gb200 = load_gpu("gb200")
-    cost = run_cost(
-        train_tokens=1e9, tokens_per_s=1e5, tokens_per_step=1e6, num_gpus=72, gpu=gb200
-    )
+    cost = run_cost(train_tokens=1e9, tokens_per_s=1e5, tokens_per_step=1e6, num_gpus=72, gpu=gb200)
     assert cost.energy_j is None and "TDP" in cost.power_source
     given = dataclasses.replace(gb200, tdp_w=1200.0)
     assert run_cost(
@@ -154,3 +152,51 @@ def test_estimate_cli_bad_cost_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([*_ESTIMATE, "--train-tokens", "1e9", "--train-steps", "3"])
     assert "not both" in capsys.readouterr().err
+
+
+def test_search_rows_carry_cost_column(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "search", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "16", "--seq",
+        "4096", "--gbs", "256", "--top", "3", "--price-per-gpu-hour", "2.5", "--json",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["price_per_gpu_hour"] == 2.5 and out["price_source"] == "given by the user"
+    for row in out["layouts"]:
+        expected = 16 * 2.5 / 3600 / row["tokens_per_s"] * 1e6
+        assert row["cost_per_million_tokens_usd"] == pytest.approx(expected)
+    costs = [row["cost_per_million_tokens_usd"] for row in out["layouts"]]
+    assert costs == sorted(costs)  # same GPUs: the fastest layout is the cheapest
+
+
+def test_scaling_points_priced(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "scaling", "--model", "llama-3.1-8b", "--gpu", "a100-80g", "--gpu-counts", "8,16",
+        "--seq", "2048", "--gbs", "64", "--recompute", "none", "--train-tokens", "1e11",
+        "--json",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["price_per_gpu_hour"] == 2.4984  # the A100 preset's published price
+    for p in out["points"]:
+        days = 1e11 / p["tokens_per_s"] / 86400
+        assert p["train_days"] == pytest.approx(days)
+        assert p["train_cost_usd"] == pytest.approx(p["num_gpus"] * days * 24 * 2.4984)
+
+
+def test_serve_cost_per_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--prompt-len",
+        "1024", "--output-len", "256", "--concurrency", "32", "--target-rps", "50", "--json",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    for layout in (lay for lay in out["layouts"] if lay["fits"]):
+        cost = layout["cost"]
+        per_replica = layout["tokens_per_s"] / layout["replicas"]
+        gpus = layout["gpus_per_replica"]
+        assert cost["cost_per_million_output_tokens_usd"] == pytest.approx(
+            gpus * 3.78 / 3600 / per_replica * 1e6
+        )
+        replicas = -(-50 // (per_replica / 256))
+        assert cost["gpus_needed"] == replicas * gpus

@@ -72,7 +72,12 @@ def train_tokens_from(args: argparse.Namespace, tokens_per_step: int) -> float |
 
 
 def training_cost_json(
-    args: argparse.Namespace, *, tokens_per_s: float, tokens_per_step: int, num_gpus: int, gpu: GpuSpec
+    args: argparse.Namespace,
+    *,
+    tokens_per_s: float,
+    tokens_per_step: int,
+    num_gpus: int,
+    gpu: GpuSpec,
 ) -> dict[str, object]:
     """The ``cost`` object of a training result: price, $ per million tokens, and the run."""
     assumptions = cost_from(args)
