@@ -67,7 +67,8 @@ class ParamCounts:
 
 def norm_params(model: ModelSpec, width: int) -> int:
     """Parameters of one norm over ``width`` channels: RMSNorm a weight, LayerNorm weight+bias."""
-    return width * (2 if model.norm_kind == "layernorm" else 1)
+    with_bias = model.norm_kind == "layernorm" and model.layernorm_bias
+    return width * (2 if with_bias else 1)
 
 
 def mlp_params(model: ModelSpec, ffn_width: int) -> int:
@@ -109,7 +110,8 @@ def layer_params(model: ModelSpec, index: int) -> LayerParams:
     """Parameters of transformer block ``index`` (0-based), by component."""
     common = {
         "attention": attention_params(model),
-        "norms": 2 * norm_params(model, model.hidden_size),
+        # Gemma 2/3 norm the outputs of attention and MLP as well as their inputs.
+        "norms": (4 if model.post_norms else 2) * norm_params(model, model.hidden_size),
     }
     if not model.is_moe_layer(index):
         return LayerParams(mlp=mlp_params(model, model.intermediate_size), **common)
@@ -169,8 +171,10 @@ def _counts(model: ModelSpec, active: bool) -> ParamCounts:
         routed_experts=layers.routed_experts,
         shared_experts=layers.shared_experts,
         router=layers.router,
-        norms=layers.norms + norm_params(model, h),  # + the final norm
-        lm_head=0 if model.tie_word_embeddings else model.vocab_size * h,
+        # + the final norm, + BLOOM's norm after the embedding
+        norms=layers.norms + norm_params(model, h) * (1 + model.embedding_norm),
+        lm_head=(0 if model.tie_word_embeddings else model.vocab_size * h)
+        + model.vocab_size * model.lm_head_bias,
         mtp=mtp,
     )
 

@@ -67,6 +67,22 @@ def attention_core_flops_per_token(model: ModelSpec, seq_len: int, causal: bool 
     return flops / 2 if causal else flops
 
 
+def keys_per_query(seq_len: int, window: int | None, causal: bool = True) -> float:
+    """Keys one query attends to on average over a sequence of ``seq_len`` tokens.
+
+    Causal: query i (1-based) sees min(i, window) keys, so the mean is
+    (w (w + 1) / 2 + (s - w) w) / s with w = min(window, s); the full-attention convention of
+    this module counts s / 2 (Megatron-LM). Non-causal: min(window, s) (Korthikanti et al. count
+    all s). Source: Beltagy et al. 2020 (Longformer, arXiv:2004.05150) sec. 3.1: a window of w
+    costs O(s w) instead of O(s^2); Mistral 7B (arXiv:2310.06825) sec. 2.
+    """
+    if window is None or window >= seq_len:
+        return seq_len / 2 if causal else float(seq_len)
+    if not causal:
+        return float(window)
+    return (window * (window + 1) / 2 + (seq_len - window) * window) / seq_len
+
+
 def mlp_weights(model: ModelSpec, ffn_width: int) -> int:
     """Weights in one MLP's matrix multiplies (3 gated, 2 otherwise)."""
     return (3 if model.ffn_kind == "swiglu" else 2) * model.hidden_size * ffn_width
@@ -82,9 +98,13 @@ def block_forward_flops(
         router = 2.0 * model.hidden_size * model.n_routed_experts
     else:
         ffn, router = mlp_weights(model, model.intermediate_size), 0.0
+    core = attention_core_flops_per_token(model, seq_len, causal)
+    window = model.attention_window(index)
+    if window is not None and window < seq_len:  # sliding window: fewer keys per query
+        core *= keys_per_query(seq_len, window, causal) / keys_per_query(seq_len, None, causal)
     return FlopsPerToken(
         attention_projections=2.0 * attention_projection_weights(model),
-        attention_core=attention_core_flops_per_token(model, seq_len, causal),
+        attention_core=core,
         mlp=2.0 * ffn,
         router=router,
         logits=0.0,

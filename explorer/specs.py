@@ -118,6 +118,21 @@ class ModelSpec:
     """Per-head width of v (MLA)."""
     num_nextn_predict_layers: int = 0
     """Multi-token-prediction modules (DeepSeek-V3: 1); they share embedding and LM head."""
+    # Block variants of newer architectures (explorer.hf_config; neutral values change nothing).
+    post_norms: bool = False
+    """Norms after attention and after the MLP as well as before (Gemma 2/3: four per block)."""
+    layernorm_bias: bool = True
+    """LayerNorm carries a bias (MPT with no_bias: False); ignored for RMSNorm."""
+    embedding_norm: bool = False
+    """A norm right after the token embedding (BLOOM's word_embeddings_layernorm)."""
+    lm_head_bias: bool = False
+    """A bias on the LM head (Phi-3.5-MoE)."""
+    alibi: bool = False
+    """ALiBi position biases (BLOOM, MPT): no parameters, no position table."""
+    sliding_window: int | None = None
+    """Tokens a windowed attention layer sees (Mistral, Gemma 2/3, Phi-3); None: no window."""
+    window_layers: tuple[int, ...] | None = None
+    """Blocks (0-based) that use sliding_window; None means every block when a window is set."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -211,6 +226,14 @@ class ModelSpec:
     @property
     def num_moe_layers(self) -> int:
         return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
+
+    def attention_window(self, index: int) -> int | None:
+        """Tokens block ``index`` attends to (its sliding window), None for full attention."""
+        if self.sliding_window is None:
+            return None
+        if self.window_layers is None or index in self.window_layers:
+            return self.sliding_window
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

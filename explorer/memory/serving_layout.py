@@ -149,6 +149,20 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: KvDType) -> float:
     return model.num_hidden_layers * kv_bytes_per_token_per_layer(model, kv_dtype)
 
 
+def kv_cache_bytes_per_sequence(model: ModelSpec, kv_dtype: KvDType, context_tokens: int) -> float:
+    """KV cache bytes of one sequence of ``context_tokens``, whole model, windows applied.
+
+    A sliding-window block keeps only its last ``sliding_window`` tokens (Mistral 7B,
+    arXiv:2310.06825, sec. 2 "rolling buffer cache"); full-attention blocks keep them all.
+    """
+    per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
+    kept = (
+        min(context_tokens, model.attention_window(i) or context_tokens)
+        for i in range(model.num_hidden_layers)
+    )
+    return per_layer * sum(kept)
+
+
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
     """K/V heads one TP rank holds: kv_heads / tp, at least 1 (replicated when tp > kv_heads).
 
