@@ -87,7 +87,8 @@ def attention_params(model: ModelSpec) -> int:
     weights = h * q_width + 2 * h * kv_width + q_width * h
     biases = (q_width + 2 * kv_width) * model.attention_bias + h * model.attention_out_bias
     qk_norms = 2 * d if model.qk_norm else 0  # Qwen3: one RMSNorm of head_dim each for q and k
-    return weights + biases + qk_norms
+    sinks = model.num_attention_heads if model.attention_sinks else 0  # GPT-OSS: one per head
+    return weights + biases + qk_norms + sinks
 
 
 def mla_params(model: ModelSpec) -> int:

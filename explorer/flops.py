@@ -83,6 +83,19 @@ def keys_per_query(seq_len: int, window: int | None, causal: bool = True) -> flo
     return (window * (window + 1) / 2 + (seq_len - window) * window) / seq_len
 
 
+def keys_per_query_chunked(seq_len: int, chunk: int, causal: bool = True) -> float:
+    """Keys one query attends to on average when attention stays inside ``chunk``-token chunks.
+
+    Causal: query j of a chunk (1-based) sees j keys, so a full chunk averages (c + 1) / 2 and
+    the last, partial chunk of r tokens (r + 1) / 2. Non-causal: the chunk's length.
+    Source: Llama 4 (transformers Llama4TextAttention, attention_chunk_size on RoPE layers).
+    """
+    full, rest = divmod(seq_len, chunk)
+    if causal:
+        return (full * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2) / seq_len
+    return (full * chunk * chunk + rest * rest) / seq_len
+
+
 def mlp_weights(model: ModelSpec, ffn_width: int) -> int:
     """Weights in one MLP's matrix multiplies (3 gated, 2 otherwise)."""
     return (3 if model.ffn_kind == "swiglu" else 2) * model.hidden_size * ffn_width
@@ -100,8 +113,13 @@ def block_forward_flops(
         ffn, router = mlp_weights(model, model.intermediate_size), 0.0
     core = attention_core_flops_per_token(model, seq_len, causal)
     window = model.attention_window(index)
-    if window is not None and window < seq_len:  # sliding window: fewer keys per query
-        core *= keys_per_query(seq_len, window, causal) / keys_per_query(seq_len, None, causal)
+    if window is not None and window < seq_len:  # sliding window or chunk: fewer keys
+        keys = (
+            keys_per_query_chunked(seq_len, window, causal)
+            if model.chunked_attention
+            else keys_per_query(seq_len, window, causal)
+        )
+        core *= keys / keys_per_query(seq_len, None, causal)
     return FlopsPerToken(
         attention_projections=2.0 * attention_projection_weights(model),
         attention_core=core,

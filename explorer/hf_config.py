@@ -343,7 +343,9 @@ class _Gemma3Multimodal(_Config):
         try:
             return _Gemma3.model_validate(self.text_config).spec_fields()
         except ValidationError as error:
-            raise ConfigError(_describe(error, "Gemma3ForConditionalGeneration (text_config)"))
+            raise ConfigError(
+                _describe(error, "Gemma3ForConditionalGeneration (text_config)")
+            ) from None
 
 
 class _Phi3(_Decoder, _Windowed):
@@ -548,6 +550,116 @@ class _Glm4Moe(_Decoder):
         }
 
 
+class _Llama4Text(_Decoder):
+    """Llama4ForCausalLM (text): MoE blocks with one shared expert and top-k routed experts of
+    intermediate_size, dense blocks of intermediate_size_mlp between them
+    (interleave_moe_layer_step), and chunked attention on the RoPE blocks (three of every four;
+    the fourth is a global NoPE block). q/k norms are weight-free L2 norms.
+
+    Source: transformers Llama4TextConfig (moe_layers, no_rope_layers defaults) and
+    Llama4TextMoe; Meta, "The Llama 4 herd" (ai.meta.com/blog/llama-4-multimodal-intelligence).
+    """
+
+    intermediate_size_mlp: Size
+    num_local_experts: Size
+    num_experts_per_tok: Size = 1
+    interleave_moe_layer_step: Size = 1
+    moe_layers: tuple[Annotated[int, Field(strict=True)], ...] | None = None
+    attention_chunk_size: Size | None = 8192
+    no_rope_layers: tuple[Annotated[int, Field(strict=True)], ...] | None = None
+    no_rope_layer_interval: Size = 4
+    attention_bias: Flag = False
+
+    def _moe_layout(self) -> tuple[int, int]:
+        step, layers = self.interleave_moe_layer_step, self.num_hidden_layers
+        expected = tuple(range(step - 1, layers, step))
+        if self.moe_layers is not None and tuple(self.moe_layers) != expected:
+            raise ConfigError(
+                f"config.json field 'moe_layers' {_short(list(self.moe_layers))} is not every "
+                f"{step}-th layer; this tool models that pattern only."
+            )
+        return step - 1, step
+
+    def _chunked_layers(self) -> tuple[int, ...]:
+        rope = self.no_rope_layers
+        if not rope:  # transformers: an empty list means the default pattern too
+            interval = self.no_rope_layer_interval
+            rope = tuple(int((i + 1) % interval != 0) for i in range(self.num_hidden_layers))
+        return tuple(i for i, uses_rope in enumerate(rope) if uses_rope)
+
+    def spec_fields(self) -> dict[str, Any]:
+        first_dense, frequency = self._moe_layout()
+        fields = super().spec_fields() | {
+            "intermediate_size": self.intermediate_size_mlp,
+            "attention_bias": self.attention_bias,
+            "attention_out_bias": self.attention_bias,
+            "n_routed_experts": self.num_local_experts,
+            "num_experts_per_tok": self.num_experts_per_tok,
+            "moe_intermediate_size": self.intermediate_size,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": first_dense,
+            "moe_layer_freq": frequency,
+        }
+        if self.attention_chunk_size is None:
+            return fields
+        return fields | {
+            "sliding_window": self.attention_chunk_size,
+            "window_layers": self._chunked_layers(),
+            "chunked_attention": True,
+        }
+
+
+class _Llama4(_Config):
+    """Llama4ForConditionalGeneration: the language model in ``text_config``; the vision
+    encoder and projector are left out of every count."""
+
+    text_config: dict[str, Any]
+
+    def spec_fields(self) -> dict[str, Any]:
+        try:
+            return _Llama4Text.model_validate(self.text_config).spec_fields()
+        except ValidationError as error:
+            raise ConfigError(
+                _describe(error, "Llama4ForConditionalGeneration (text_config)")
+            ) from None
+
+
+class _GptOss(_Decoder, _Windowed):
+    """GptOssForCausalLM: every block MoE (num_local_experts experts of intermediate_size, with
+    biases, top experts_per_token, a router with bias), attention with biases and a learned
+    sink per head, a 128-token sliding window on alternate blocks (even ones by default).
+
+    The published checkpoints store the expert weights in MXFP4 (4-bit values, one 8-bit scale
+    per 32): serve them with --weights-dtype int4 as the nearest format this tool has.
+    Source: OpenAI, gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) sec. 2.1;
+    transformers GptOssConfig.
+    """
+
+    num_local_experts: Size
+    num_experts_per_tok: Size | None = None
+    experts_per_token: Size | None = None
+    attention_bias: Flag = True
+    sliding_window: Size | None = 128
+
+    def spec_fields(self) -> dict[str, Any]:
+        top_k = self.num_experts_per_tok or self.experts_per_token or 4
+        default = tuple(range(0, self.num_hidden_layers, 2))
+        return (
+            super().spec_fields()
+            | {
+                "attention_bias": self.attention_bias,
+                "attention_out_bias": self.attention_bias,
+                "attention_sinks": True,
+                "mlp_bias": True,  # expert gate_up and down biases (no dense MLP exists)
+                "n_routed_experts": self.num_local_experts,
+                "num_experts_per_tok": top_k,
+                "moe_intermediate_size": self.intermediate_size,
+                "router_bias": True,
+            }
+            | self.window_fields(self.num_hidden_layers, default)
+        )
+
+
 ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
     {
         "LlamaForCausalLM": _Llama,
@@ -570,6 +682,9 @@ ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
         "MPTForCausalLM": _Mpt,  # the spelling of mosaicml/mpt-7b's config.json
         "DeepseekV2ForCausalLM": _DeepseekV2,
         "Glm4MoeForCausalLM": _Glm4Moe,
+        "Llama4ForCausalLM": _Llama4Text,
+        "Llama4ForConditionalGeneration": _Llama4,
+        "GptOssForCausalLM": _GptOss,
     }
 )
 """Supported ``architectures`` names and the fields each reads."""
@@ -596,6 +711,9 @@ MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "mpt": "MptForCausalLM",
         "deepseek_v2": "DeepseekV2ForCausalLM",
         "glm4_moe": "Glm4MoeForCausalLM",
+        "llama4_text": "Llama4ForCausalLM",
+        "llama4": "Llama4ForConditionalGeneration",
+        "gpt_oss": "GptOssForCausalLM",
     }
 )
 """``model_type`` values used when a config has no ``architectures`` list."""
@@ -662,8 +780,6 @@ CLOSEST: Mapping[str, str] = MappingProxyType(
         "gemma3n": "Gemma3ForCausalLM",
         "phi": "Phi3ForCausalLM",
         "phi4": "Phi3ForCausalLM",
-        "llama4": "MixtralForCausalLM",
-        "gpt_oss": "MixtralForCausalLM",
         "deepseek_v32": "DeepseekV3ForCausalLM",
         "glm4": "LlamaForCausalLM",
         "nemotron_h": "NemotronForCausalLM",

@@ -133,6 +133,11 @@ class ModelSpec:
     """Tokens a windowed attention layer sees (Mistral, Gemma 2/3, Phi-3); None: no window."""
     window_layers: tuple[int, ...] | None = None
     """Blocks (0-based) that use sliding_window; None means every block when a window is set."""
+    chunked_attention: bool = False
+    """The window is a chunk (Llama 4): a query sees the keys of its own sliding_window-token
+    chunk only, instead of the sliding_window tokens before it."""
+    attention_sinks: bool = False
+    """A learned sink logit per head and block (GPT-OSS): num_attention_heads parameters."""
 
     def __post_init__(self) -> None:
         _positive(

@@ -122,8 +122,40 @@ GLM45_AIR = GLM45 | {
     "moe_intermediate_size": 1408, "n_routed_experts": 128, "first_k_dense_replace": 1,
 }  # fmt: skip
 
+# meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E config.json (text_config).
+LLAMA4_SCOUT: dict[str, Any] = {
+    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+    "text_config": {
+        "model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48,
+        "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+        "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_local_experts": 16,
+        "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "vocab_size": 202048,
+        "attention_chunk_size": 8192, "max_position_embeddings": 10485760,
+        "use_qk_norm": True, "tie_word_embeddings": False,
+    },
+    "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408},
+}  # fmt: skip
+LLAMA4_MAVERICK: dict[str, Any] = LLAMA4_SCOUT | {
+    "text_config": LLAMA4_SCOUT["text_config"] | {
+        "num_local_experts": 128, "interleave_moe_layer_step": 2,
+        "max_position_embeddings": 1048576, "use_qk_norm": False,
+    },
+}  # fmt: skip
+# openai/gpt-oss-120b and gpt-oss-20b config.json.
+GPT_OSS_120B: dict[str, Any] = {
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
+    "num_hidden_layers": 36, "num_attention_heads": 64, "num_key_value_heads": 8,
+    "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 128,
+    "num_experts_per_tok": 4, "experts_per_token": 4, "vocab_size": 201088,
+    "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False,
+    "max_position_embeddings": 131072,
+    "quantization_config": {"quant_method": "mxfp4"},
+}  # fmt: skip
+GPT_OSS_20B = GPT_OSS_120B | {"num_hidden_layers": 24, "num_local_experts": 32}
+
 ARCHITECTURE_CONFIGS: tuple[dict[str, Any], ...] = (
     GEMMA2_9B, GEMMA3_1B, GEMMA3_12B, PHI3_MINI, PHI35_MOE, NEMOTRON4_340B, BLOOM_560M,
-    MPT_7B, MPT_7B | {"architectures": ["MptForCausalLM"]}, DEEPSEEK_V2, GLM45,
+    MPT_7B, MPT_7B | {"architectures": ["MptForCausalLM"]}, DEEPSEEK_V2, GLM45, LLAMA4_SCOUT,
+    LLAMA4_SCOUT["text_config"] | {"architectures": ["Llama4ForCausalLM"]}, GPT_OSS_120B,
 )  # fmt: skip
 """One config per new architecture (the hf_config fuzz test mutates them)."""

@@ -18,15 +18,19 @@ from architecture_configs import (
     GEMMA3_12B,
     GLM45,
     GLM45_AIR,
+    GPT_OSS_20B,
+    GPT_OSS_120B,
+    LLAMA4_MAVERICK,
+    LLAMA4_SCOUT,
     MPT_7B,
     NEMOTRON4_340B,
     PHI3_MINI,
     PHI4,
     PHI35_MOE,
-)  # fmt: skip
+)
 
 from explorer.counting import active_param_counts, param_counts
-from explorer.flops import forward_flops_per_token, keys_per_query
+from explorer.flops import forward_flops_per_token, keys_per_query, keys_per_query_chunked
 from explorer.hf_config import ConfigError, model_from_config
 from explorer.memory.serving_layout import kv_bytes_per_token_per_layer, kv_cache_bytes_per_sequence
 from explorer.presets import load_model
@@ -170,8 +174,8 @@ def test_bad_configs_name_the_field(config: dict, words: str) -> None:
 @pytest.mark.parametrize(
     ("model_type", "closest"),
     [
-        ("llama4", "MixtralForCausalLM"),
-        ("gpt_oss", "MixtralForCausalLM"),
+        ("deepseek_v32", "DeepseekV3ForCausalLM"),
+        ("nemotron_h", "NemotronForCausalLM"),
         ("qwen3_next", "Qwen3MoeForCausalLM"),
         ("gemma", "Gemma2ForCausalLM"),
         ("qwen2_vl", "Qwen2ForCausalLM"),
@@ -180,3 +184,66 @@ def test_bad_configs_name_the_field(config: dict, words: str) -> None:
 def test_unknown_model_type_names_the_closest(model_type: str, closest: str) -> None:
     with pytest.raises(ConfigError, match=f"closest supported: {closest}"):
         model_from_config({"model_type": model_type, "hidden_size": 8})
+
+
+@pytest.mark.parametrize(
+    ("config", "total", "active"),
+    [
+        # gpt-oss model card (arXiv:2508.10925) Table 1: 116.83B / 5.13B and 20.91B / 3.61B;
+        # its active count leaves out the embedding (the unembedding is in).
+        (GPT_OSS_120B, 116.83e9, 5.13e9),
+        (GPT_OSS_20B, 20.91e9, 3.61e9),
+    ],
+)
+def test_gpt_oss_counts(config: dict, total: float, active: float) -> None:
+    model = model_from_config(config)
+    assert param_counts(model).total == pytest.approx(total, abs=0.005e9)
+    counts = active_param_counts(model)
+    assert counts.total - counts.embeddings == pytest.approx(active, abs=0.005e9)
+    # Sinks: one per head and block; every block MoE with biased experts and router.
+    assert (
+        param_counts(model).attention
+        - param_counts(dataclasses.replace(model, attention_sinks=False)).attention
+        == 64 * model.num_hidden_layers
+    )
+    assert model.num_moe_layers == model.num_hidden_layers
+    assert model.attention_window(0) == 128 and model.attention_window(1) is None
+
+
+def test_llama4_counts_and_layout() -> None:
+    # Llama 4 model cards: Scout 17B active / 109B total, Maverick 17B active / 400B total.
+    # Scout's 109B includes the vision encoder, which this tool leaves out (107.8B here).
+    scout, maverick = model_from_config(LLAMA4_SCOUT), model_from_config(LLAMA4_MAVERICK)
+    assert param_counts(maverick).total == pytest.approx(400e9, rel=0.005)
+    assert param_counts(scout).total == pytest.approx(109e9, rel=0.015)
+    for model in (scout, maverick):
+        assert active_param_counts(model).total == pytest.approx(17e9, rel=0.015)
+        assert model.shared_ffn_size == 8192
+    assert scout.num_moe_layers == 48
+    assert [i for i in range(6) if maverick.is_moe_layer(i)] == [1, 3, 5]
+    # Dense blocks of Maverick use intermediate_size_mlp (16384), experts intermediate_size.
+    assert param_counts(maverick).mlp == 24 * 3 * 5120 * 16384
+    # Chunked attention on three of every four blocks (the fourth is global NoPE).
+    assert [i for i in range(8) if scout.attention_window(i) is None] == [3, 7]
+
+
+def test_chunked_attention_kv_and_flops() -> None:
+    # Causal chunks of 4 over 10 tokens: 1+2+3+4, 1+2+3+4, 1+2 -> 23 keys / 10 queries.
+    assert keys_per_query_chunked(10, 4) == pytest.approx(2.3)
+    scout = model_from_config(LLAMA4_SCOUT)
+    per_layer = kv_bytes_per_token_per_layer(scout, "bf16")
+    # 36 chunked blocks hold at most one chunk (8192 tokens); 12 global blocks hold them all.
+    assert kv_cache_bytes_per_sequence(scout, "bf16", 65536) == per_layer * (36 * 8192 + 12 * 65536)
+    full = dataclasses.replace(scout, sliding_window=None, window_layers=None)
+    s = 65536
+    ratio = (
+        forward_flops_per_token(scout, s).attention_core
+        / forward_flops_per_token(full, s).attention_core
+    )
+    assert ratio == pytest.approx((36 * (8192 + 1) / 2 + 12 * s / 2) / (48 * s / 2))
+
+
+def test_llama4_unsupported_moe_pattern_names_the_field() -> None:
+    text = LLAMA4_MAVERICK["text_config"] | {"moe_layers": [0, 1, 2]}
+    with pytest.raises(ConfigError, match="field 'moe_layers'"):
+        model_from_config(LLAMA4_MAVERICK | {"text_config": text})

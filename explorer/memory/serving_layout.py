@@ -149,17 +149,22 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: KvDType) -> float:
     return model.num_hidden_layers * kv_bytes_per_token_per_layer(model, kv_dtype)
 
 
-def kv_cache_bytes_per_sequence(model: ModelSpec, kv_dtype: KvDType, context_tokens: int) -> float:
-    """KV cache bytes of one sequence of ``context_tokens``, whole model, windows applied.
+def kv_cache_bytes_per_sequence(
+    model: ModelSpec,
+    kv_dtype: KvDType,
+    context_tokens: int,
+    layers: tuple[int, ...] | None = None,
+) -> float:
+    """KV cache bytes of one sequence of ``context_tokens`` over ``layers`` (None: all blocks),
+    whole model width, windows applied.
 
     A sliding-window block keeps only its last ``sliding_window`` tokens (Mistral 7B,
-    arXiv:2310.06825, sec. 2 "rolling buffer cache"); full-attention blocks keep them all.
+    arXiv:2310.06825, sec. 2 "rolling buffer cache"); a chunked block (Llama 4) at most one
+    chunk; full-attention blocks keep every token.
     """
     per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
-    kept = (
-        min(context_tokens, model.attention_window(i) or context_tokens)
-        for i in range(model.num_hidden_layers)
-    )
+    blocks = range(model.num_hidden_layers) if layers is None else layers
+    kept = (min(context_tokens, model.attention_window(i) or context_tokens) for i in blocks)
     return per_layer * sum(kept)
 
 
