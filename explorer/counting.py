@@ -187,6 +187,14 @@ def _active_mtp_params(model: ModelSpec) -> int:
     return full - block.total + active_block.total
 
 
+def active_params_as_published(model: ModelSpec, exclude_embedding: bool = False) -> int:
+    """Active parameters per token as a model card counts them: without multi-token prediction,
+    and without the input embedding when the publisher leaves it out (GPT-OSS, GLM-4.5: a
+    lookup, not a matmul; their cards count the LM head but not the embedding table)."""
+    counts = active_param_counts(model)
+    return counts.total_without_mtp - (counts.embeddings if exclude_embedding else 0)
+
+
 def param_counts(model: ModelSpec) -> ParamCounts:
     """Every parameter of the model, by component."""
     return _counts(model, active=False)
