@@ -66,10 +66,10 @@ def _rows(sweep: ScalingSweep) -> list[ScalingRow]:
 def _table(sweep: ScalingSweep, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
     table = pd.DataFrame(sweep.rows())
     table["US$ per M tokens"] = [
-        point_cost(row["num_gpus"], row["tokens_per_s"], price_per_gpu_hour)[
+        point_cost(p.num_gpus, p.estimate.tokens_per_s if p.estimate else None, price_per_gpu_hour)[
             "cost_per_million_tokens_usd"
         ]
-        for row in sweep.rows()
+        for p in sweep.points
     ]
     table["US$ per M tokens"] = table["US$ per M tokens"].astype(float)
     numbers = ["tp", "pp", "dp", "ep", "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu"]
