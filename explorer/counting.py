@@ -104,7 +104,20 @@ def mla_params(model: ModelSpec) -> int:
     kv_down = h * (rank + model.qk_rope_head_dim) + rank  # latent + shared rope key, norm
     kv_up = rank * a * (model.qk_nope_head_dim + model.v_head_dim)
     out = a * model.v_head_dim * h
-    return q + kv_down + kv_up + out
+    return q + kv_down + kv_up + out + indexer_params(model)
+
+
+def indexer_params(model: ModelSpec) -> int:
+    """Parameters of DeepSeek-V3.2's lightning indexer in one block (0 without one).
+
+    Source: DeepSeek-V3.2-Exp report (github.com/deepseek-ai/DeepSeek-V3.2-Exp) sec. 2.1 and its
+    inference model.py Indexer: wq_b (q_lora_rank -> heads x head_dim), wk (h -> head_dim),
+    k_norm (LayerNorm, weight and bias), weights_proj (h -> heads).
+    """
+    heads, d, h = model.index_n_heads, model.index_head_dim, model.hidden_size
+    if not heads:
+        return 0
+    return (model.q_lora_rank or h) * heads * d + h * d + 2 * d + h * heads
 
 
 def layer_params(model: ModelSpec, index: int) -> LayerParams:

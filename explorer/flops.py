@@ -49,7 +49,9 @@ def attention_projection_weights(model: ModelSpec) -> int:
     kv = h * (rank + model.qk_rope_head_dim) + rank * a * (
         model.qk_nope_head_dim + model.v_head_dim
     )
-    return q + kv + a * model.v_head_dim * h
+    heads, d = model.index_n_heads, model.index_head_dim  # DeepSeek-V3.2's lightning indexer
+    indexer = (q_lora or h) * heads * d + h * d + h * heads if heads else 0
+    return q + kv + a * model.v_head_dim * h + indexer
 
 
 def attention_core_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> float:
@@ -120,6 +122,17 @@ def block_forward_flops(
             else keys_per_query(seq_len, window, causal)
         )
         core *= keys / keys_per_query(seq_len, None, causal)
+    if model.index_topk is not None:  # DeepSeek Sparse Attention: top-k keys per query
+        core *= keys_per_query(seq_len, model.index_topk, causal) / keys_per_query(
+            seq_len, None, causal
+        )
+        # the indexer scores every earlier key: 2 s H_I d_I (halved for causal masks)
+        core += (
+            2.0
+            * keys_per_query(seq_len, None, causal)
+            * model.index_n_heads
+            * (model.index_head_dim)
+        )
     return FlopsPerToken(
         attention_projections=2.0 * attention_projection_weights(model),
         attention_core=core,

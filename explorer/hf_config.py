@@ -660,6 +660,18 @@ class _GptOss(_Decoder, _Windowed):
         )
 
 
+class _DeepseekV32(_DeepseekV3):
+    """DeepseekV32ForCausalLM: DeepSeek-V3 plus DeepSeek Sparse Attention: a lightning indexer
+    per block picks index_topk keys for each query. Source: DeepSeek-V3.2-Exp report sec. 2.1."""
+
+    index_topk: Size
+    index_n_heads: Size
+    index_head_dim: Size
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self._copy("index_topk", "index_n_heads", "index_head_dim")
+
+
 ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
     {
         "LlamaForCausalLM": _Llama,
@@ -685,6 +697,7 @@ ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
         "Llama4ForCausalLM": _Llama4Text,
         "Llama4ForConditionalGeneration": _Llama4,
         "GptOssForCausalLM": _GptOss,
+        "DeepseekV32ForCausalLM": _DeepseekV32,
     }
 )
 """Supported ``architectures`` names and the fields each reads."""
@@ -714,6 +727,7 @@ MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "llama4_text": "Llama4ForCausalLM",
         "llama4": "Llama4ForConditionalGeneration",
         "gpt_oss": "GptOssForCausalLM",
+        "deepseek_v32": "DeepseekV32ForCausalLM",
     }
 )
 """``model_type`` values used when a config has no ``architectures`` list."""
@@ -780,7 +794,6 @@ CLOSEST: Mapping[str, str] = MappingProxyType(
         "gemma3n": "Gemma3ForCausalLM",
         "phi": "Phi3ForCausalLM",
         "phi4": "Phi3ForCausalLM",
-        "deepseek_v32": "DeepseekV3ForCausalLM",
         "glm4": "LlamaForCausalLM",
         "nemotron_h": "NemotronForCausalLM",
         "qwen3_next": "Qwen3MoeForCausalLM",

@@ -138,6 +138,13 @@ class ModelSpec:
     chunk only, instead of the sliding_window tokens before it."""
     attention_sinks: bool = False
     """A learned sink logit per head and block (GPT-OSS): num_attention_heads parameters."""
+    index_topk: int | None = None
+    """DeepSeek Sparse Attention (V3.2): keys each query attends to, picked by the lightning
+    indexer; None means dense attention."""
+    index_n_heads: int = 0
+    """Lightning-indexer heads (DeepSeek-V3.2: 64); 0 means no indexer."""
+    index_head_dim: int = 0
+    """Lightning-indexer head width (DeepSeek-V3.2: 128)."""
 
     def __post_init__(self) -> None:
         _positive(

@@ -7,6 +7,8 @@ the parser's defaults for them are exercised too. Imported as ``from architectur
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 # google/gemma-2-9b config.json (Gemma 2 report, arXiv:2408.00118, Table 1).
@@ -153,9 +155,18 @@ GPT_OSS_120B: dict[str, Any] = {
 }  # fmt: skip
 GPT_OSS_20B = GPT_OSS_120B | {"num_hidden_layers": 24, "num_local_experts": 32}
 
+# deepseek-ai/DeepSeek-V3.2-Exp config.json: DeepSeek-V3's shape plus the indexer fields.
+DEEPSEEK_V32: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parent.parent / "presets" / "models" / "deepseek-v3.json").read_text()
+) | {
+    "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+    "index_topk": 2048, "index_n_heads": 64, "index_head_dim": 128,
+}  # fmt: skip
+
 ARCHITECTURE_CONFIGS: tuple[dict[str, Any], ...] = (
     GEMMA2_9B, GEMMA3_1B, GEMMA3_12B, PHI3_MINI, PHI35_MOE, NEMOTRON4_340B, BLOOM_560M,
     MPT_7B, MPT_7B | {"architectures": ["MptForCausalLM"]}, DEEPSEEK_V2, GLM45, LLAMA4_SCOUT,
     LLAMA4_SCOUT["text_config"] | {"architectures": ["Llama4ForCausalLM"]}, GPT_OSS_120B,
+    DEEPSEEK_V32,
 )  # fmt: skip
 """One config per new architecture (the hf_config fuzz test mutates them)."""

@@ -11,6 +11,7 @@ from architecture_configs import (
     BLOOM_560M,
     DEEPSEEK_V2,
     DEEPSEEK_V2_LITE,
+    DEEPSEEK_V32,
     GEMMA2_2B,
     GEMMA2_9B,
     GEMMA2_27B,
@@ -174,7 +175,7 @@ def test_bad_configs_name_the_field(config: dict, words: str) -> None:
 @pytest.mark.parametrize(
     ("model_type", "closest"),
     [
-        ("deepseek_v32", "DeepseekV3ForCausalLM"),
+        ("falcon", "BloomForCausalLM"),
         ("nemotron_h", "NemotronForCausalLM"),
         ("qwen3_next", "Qwen3MoeForCausalLM"),
         ("gemma", "Gemma2ForCausalLM"),
@@ -247,3 +248,26 @@ def test_llama4_unsupported_moe_pattern_names_the_field() -> None:
     text = LLAMA4_MAVERICK["text_config"] | {"moe_layers": [0, 1, 2]}
     with pytest.raises(ConfigError, match="field 'moe_layers'"):
         model_from_config(LLAMA4_MAVERICK | {"text_config": text})
+
+
+def test_deepseek_v32_indexer_and_sparse_attention() -> None:
+    v32 = model_from_config(DEEPSEEK_V32)
+    v3 = load_model("deepseek-v3")
+    # Indexer per block: 1536 x 64 x 128 (wq_b) + 7168 x 128 (wk) + 2 x 128 (k_norm)
+    # + 7168 x 64 (weights_proj) = 13,959,424.
+    per_block = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert per_block == 13_959_424
+    added = param_counts(v32).total_without_mtp - param_counts(v3).total_without_mtp
+    assert added == 61 * per_block
+    # DeepSeek-V3.2-Exp keeps V3's 671B (the indexer adds 0.85B).
+    assert param_counts(v32).total_without_mtp == pytest.approx(671e9, rel=0.005)
+    # Attention at 32k: each query reads at most 2048 keys; the indexer scores all of them.
+    s = 32768
+    core = forward_flops_per_token(v32, s).attention_core / 61
+    a, d_qk, d_v = 128, 192, 128
+    sparse = 2.0 * keys_per_query(s, 2048) * a * (d_qk + d_v)
+    indexer = 2.0 * (s / 2) * 64 * 128
+    assert core == pytest.approx(sparse + indexer)
+    # Against dense MLA (2 x s/2 x 128 x 320 per token): about 0.32 of it at 32k tokens.
+    dense = forward_flops_per_token(v3, s).attention_core / 61
+    assert core / dense == pytest.approx((sparse + indexer) / (2.0 * (s / 2) * a * (d_qk + d_v)))
