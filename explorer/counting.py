@@ -85,6 +85,7 @@ def attention_params(model: ModelSpec) -> int:
     h, d = model.hidden_size, model.head_size
     q_width, kv_width = model.num_attention_heads * d, model.kv_heads * d
     weights = h * q_width + 2 * h * kv_width + q_width * h
+    weights += h * q_width * model.attn_output_gate  # Qwen3-Next: q_proj also makes the gate
     biases = (q_width + 2 * kv_width) * model.attention_bias + h * model.attention_out_bias
     qk_norms = 2 * d if model.qk_norm else 0  # Qwen3: one RMSNorm of head_dim each for q and k
     sinks = model.num_attention_heads if model.attention_sinks else 0  # GPT-OSS: one per head
@@ -120,10 +121,27 @@ def indexer_params(model: ModelSpec) -> int:
     return (model.q_lora_rank or h) * heads * d + h * d + 2 * d + h * heads
 
 
+def linear_attention_params(model: ModelSpec) -> int:
+    """Parameters of one Gated DeltaNet block (Qwen3-Next's linear attention).
+
+    Source: transformers Qwen3NextGatedDeltaNet: in_proj_qkvz (h -> 2 key_dim + 2 value_dim),
+    in_proj_ba (h -> 2 v_heads), a depthwise conv1d over q, k, v without bias, dt_bias and A_log
+    (one per v head), a gated RMSNorm of value_head_dim, out_proj (value_dim -> h);
+    Yang et al. 2024, Gated Delta Networks (arXiv:2412.06464).
+    """
+    h, v_heads = model.hidden_size, model.linear_num_value_heads
+    key_dim = model.linear_num_key_heads * model.linear_key_head_dim
+    value_dim = v_heads * model.linear_value_head_dim
+    projections = h * (2 * key_dim + 2 * value_dim) + h * 2 * v_heads + value_dim * h
+    conv = (2 * key_dim + value_dim) * model.linear_conv_kernel_dim
+    return projections + conv + 2 * v_heads + model.linear_value_head_dim
+
+
 def layer_params(model: ModelSpec, index: int) -> LayerParams:
     """Parameters of transformer block ``index`` (0-based), by component."""
+    linear = index in model.linear_attention_layers
     common = {
-        "attention": attention_params(model),
+        "attention": linear_attention_params(model) if linear else attention_params(model),
         # Gemma 2/3 norm the outputs of attention and MLP as well as their inputs.
         "norms": (4 if model.post_norms else 2) * norm_params(model, model.hidden_size),
     }
@@ -132,7 +150,8 @@ def layer_params(model: ModelSpec, index: int) -> LayerParams:
     return LayerParams(
         routed_experts=model.n_routed_experts * mlp_params(model, model.moe_intermediate_size),
         shared_experts=mlp_params(model, model.shared_ffn_size) if model.shared_ffn_size else 0,
-        router=model.n_routed_experts * (model.hidden_size + model.router_bias),
+        router=model.n_routed_experts * (model.hidden_size + model.router_bias)
+        + model.hidden_size * model.shared_expert_gate,
         **common,
     )
 

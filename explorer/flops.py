@@ -10,6 +10,7 @@ about 7% between the two conventions.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 from explorer.specs import ModelSpec, Recompute
@@ -41,7 +42,8 @@ def attention_projection_weights(model: ModelSpec) -> int:
     h, a = model.hidden_size, model.num_attention_heads
     if not model.is_mla:
         d = model.head_size
-        return 2 * h * a * d + 2 * h * model.kv_heads * d
+        gate = h * a * d * model.attn_output_gate  # Qwen3-Next: q_proj also makes the gate
+        return 2 * h * a * d + 2 * h * model.kv_heads * d + gate
     qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim
     rank = model.kv_lora_rank or 0
     q_lora = model.q_lora_rank
@@ -103,6 +105,30 @@ def mlp_weights(model: ModelSpec, ffn_width: int) -> int:
     return (3 if model.ffn_kind == "swiglu" else 2) * model.hidden_size * ffn_width
 
 
+def linear_attention_weights(model: ModelSpec) -> int:
+    """Weights in the matrix multiplies of one Gated DeltaNet block (the convolution, a
+    depthwise filter, is left out like other elementwise work)."""
+    h, v_heads = model.hidden_size, model.linear_num_value_heads
+    key_dim = model.linear_num_key_heads * model.linear_key_head_dim
+    value_dim = v_heads * model.linear_value_head_dim
+    return h * (2 * key_dim + 2 * value_dim) + h * 2 * v_heads + value_dim * h
+
+
+def linear_attention_core_flops_per_token(model: ModelSpec) -> float:
+    """Forward FLOPs of the gated delta rule for one token, one block (recurrent form).
+
+    Source: Yang et al. 2024 (arXiv:2412.06464) eq. 10: per value head a d_k x d_v state S;
+    S k, the rank-one correction, the v k^T write and the read S q cost 2 d_k d_v each. No
+    dependence on the sequence length.
+    """
+    return (
+        8.0
+        * model.linear_num_value_heads
+        * model.linear_key_head_dim
+        * (model.linear_value_head_dim)
+    )
+
+
 def block_forward_flops(
     model: ModelSpec, index: int, seq_len: int, causal: bool = True
 ) -> FlopsPerToken:
@@ -113,6 +139,8 @@ def block_forward_flops(
         router = 2.0 * model.hidden_size * model.n_routed_experts
     else:
         ffn, router = mlp_weights(model, model.intermediate_size), 0.0
+    if index in model.linear_attention_layers:
+        return _linear_block_flops(model, index)
     core = attention_core_flops_per_token(model, seq_len, causal)
     window = model.attention_window(index)
     if window is not None and window < seq_len:  # sliding window or chunk: fewer keys
@@ -140,6 +168,18 @@ def block_forward_flops(
         router=router,
         logits=0.0,
         mtp=0.0,
+    )
+
+
+def _linear_block_flops(model: ModelSpec, index: int) -> FlopsPerToken:
+    """A Gated DeltaNet block: its projections and recurrent core, and the block's MLP."""
+    mlp = block_forward_flops(
+        dataclasses.replace(model, linear_attention_layers=()), index, 1
+    )  # the same MLP as a softmax block
+    return dataclasses.replace(
+        mlp,
+        attention_projections=2.0 * linear_attention_weights(model),
+        attention_core=linear_attention_core_flops_per_token(model),
     )
 
 

@@ -672,6 +672,54 @@ class _DeepseekV32(_DeepseekV3):
         return super().spec_fields() | self._copy("index_topk", "index_n_heads", "index_head_dim")
 
 
+class _Qwen3Next(_Qwen3Moe):
+    """Qwen3NextForCausalLM: three Gated DeltaNet (linear attention) blocks to each gated
+    softmax-attention block (full_attention_interval), and high-sparsity MoE with a shared
+    expert (with its 1-output gate) in every block.
+
+    Source: Qwen3-Next-80B-A3B model card (hybrid layout 12 x (3 x (Gated DeltaNet -> MoE) ->
+    1 x (Gated Attention -> MoE))); transformers Qwen3NextConfig (layer_types default).
+    """
+
+    shared_expert_intermediate_size: Count = 0
+    attn_output_gate: Flag = True
+    full_attention_interval: Size = 4
+    linear_num_key_heads: Size
+    linear_key_head_dim: Size
+    linear_num_value_heads: Size
+    linear_value_head_dim: Size
+    linear_conv_kernel_dim: Size = 4
+
+    def _linear_layers(self) -> tuple[int, ...]:
+        n, kinds = self.num_hidden_layers, self.layer_types
+        if kinds is None:
+            return tuple(i for i in range(n) if (i + 1) % self.full_attention_interval)
+        unknown = sorted(set(kinds) - {"linear_attention", "full_attention"})
+        if unknown or len(kinds) != n:
+            raise ConfigError(
+                f"config.json field 'layer_types' must list {n} of linear_attention and "
+                f"full_attention, got {_short(list(kinds))}."
+            )
+        return tuple(i for i, kind in enumerate(kinds) if kind == "linear_attention")
+
+    layer_types: tuple[Text, ...] | None = None
+
+    def spec_fields(self) -> dict[str, Any]:
+        linear = (
+            "linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
+            "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate",
+        )  # fmt: skip
+        fields = super().spec_fields() | self._copy(*linear)
+        fields["linear_attention_layers"] = self._linear_layers()
+        if fields.get("n_routed_experts") and self.shared_expert_intermediate_size:
+            fields |= {
+                "n_shared_experts": 1,
+                "shared_expert_intermediate_size": self.shared_expert_intermediate_size,
+                "shared_expert_gate": True,
+            }
+        return fields
+
+
 ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
     {
         "LlamaForCausalLM": _Llama,
@@ -698,6 +746,7 @@ ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
         "Llama4ForConditionalGeneration": _Llama4,
         "GptOssForCausalLM": _GptOss,
         "DeepseekV32ForCausalLM": _DeepseekV32,
+        "Qwen3NextForCausalLM": _Qwen3Next,
     }
 )
 """Supported ``architectures`` names and the fields each reads."""
@@ -728,6 +777,7 @@ MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "llama4": "Llama4ForConditionalGeneration",
         "gpt_oss": "GptOssForCausalLM",
         "deepseek_v32": "DeepseekV32ForCausalLM",
+        "qwen3_next": "Qwen3NextForCausalLM",
     }
 )
 """``model_type`` values used when a config has no ``architectures`` list."""
@@ -796,7 +846,8 @@ CLOSEST: Mapping[str, str] = MappingProxyType(
         "phi4": "Phi3ForCausalLM",
         "glm4": "LlamaForCausalLM",
         "nemotron_h": "NemotronForCausalLM",
-        "qwen3_next": "Qwen3MoeForCausalLM",
+        "qwen3_5": "Qwen3NextForCausalLM",
+        "qwen3_5_moe": "Qwen3NextForCausalLM",
         "falcon": "BloomForCausalLM",
     }
 )

@@ -145,6 +145,24 @@ class ModelSpec:
     """Lightning-indexer heads (DeepSeek-V3.2: 64); 0 means no indexer."""
     index_head_dim: int = 0
     """Lightning-indexer head width (DeepSeek-V3.2: 128)."""
+    shared_expert_gate: bool = False
+    """A 1-output sigmoid gate on the shared expert (Qwen3-Next): hidden_size weights per MoE
+    block."""
+    attn_output_gate: bool = False
+    """A sigmoid gate on the attention output, projected with q (Qwen3-Next: q_proj doubles)."""
+    linear_attention_layers: tuple[int, ...] = ()
+    """Blocks (0-based) with Gated DeltaNet linear attention instead of softmax attention
+    (Qwen3-Next); empty means none."""
+    linear_num_key_heads: int = 0
+    """Linear-attention q/k heads."""
+    linear_key_head_dim: int = 0
+    """Linear-attention q/k head width."""
+    linear_num_value_heads: int = 0
+    """Linear-attention v heads (each keeps a key_head_dim x value_head_dim state)."""
+    linear_value_head_dim: int = 0
+    """Linear-attention v head width."""
+    linear_conv_kernel_dim: int = 0
+    """Width of the causal depthwise convolution over q, k and v (Qwen3-Next: 4)."""
 
     def __post_init__(self) -> None:
         _positive(

@@ -163,10 +163,23 @@ DEEPSEEK_V32: dict[str, Any] = json.loads(
     "index_topk": 2048, "index_n_heads": 64, "index_head_dim": 128,
 }  # fmt: skip
 
+# Qwen/Qwen3-Next-80B-A3B-Instruct config.json (Qwen3-Coder-Next has the same shape).
+QWEN3_NEXT: dict[str, Any] = {
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+    "hidden_size": 2048, "num_hidden_layers": 48, "vocab_size": 151936, "head_dim": 256,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "intermediate_size": 5120,
+    "num_experts": 512, "num_experts_per_tok": 10, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "linear_num_key_heads": 16,
+    "linear_key_head_dim": 128, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4, "full_attention_interval": 4, "tie_word_embeddings": False,
+    "max_position_embeddings": 262144,
+}  # fmt: skip
+
 ARCHITECTURE_CONFIGS: tuple[dict[str, Any], ...] = (
     GEMMA2_9B, GEMMA3_1B, GEMMA3_12B, PHI3_MINI, PHI35_MOE, NEMOTRON4_340B, BLOOM_560M,
     MPT_7B, MPT_7B | {"architectures": ["MptForCausalLM"]}, DEEPSEEK_V2, GLM45, LLAMA4_SCOUT,
     LLAMA4_SCOUT["text_config"] | {"architectures": ["Llama4ForCausalLM"]}, GPT_OSS_120B,
-    DEEPSEEK_V32,
+    DEEPSEEK_V32, QWEN3_NEXT,
 )  # fmt: skip
 """One config per new architecture (the hf_config fuzz test mutates them)."""

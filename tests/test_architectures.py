@@ -28,10 +28,16 @@ from architecture_configs import (
     PHI3_MINI,
     PHI4,
     PHI35_MOE,
+    QWEN3_NEXT,
 )
 
-from explorer.counting import active_param_counts, param_counts
-from explorer.flops import forward_flops_per_token, keys_per_query, keys_per_query_chunked
+from explorer.counting import active_param_counts, linear_attention_params, param_counts
+from explorer.flops import (
+    block_forward_flops,
+    forward_flops_per_token,
+    keys_per_query,
+    keys_per_query_chunked,
+)
 from explorer.hf_config import ConfigError, model_from_config
 from explorer.memory.serving_layout import kv_bytes_per_token_per_layer, kv_cache_bytes_per_sequence
 from explorer.presets import load_model
@@ -177,7 +183,7 @@ def test_bad_configs_name_the_field(config: dict, words: str) -> None:
     [
         ("falcon", "BloomForCausalLM"),
         ("nemotron_h", "NemotronForCausalLM"),
-        ("qwen3_next", "Qwen3MoeForCausalLM"),
+        ("qwen3_5_moe", "Qwen3NextForCausalLM"),
         ("gemma", "Gemma2ForCausalLM"),
         ("qwen2_vl", "Qwen2ForCausalLM"),
     ],
@@ -271,3 +277,38 @@ def test_deepseek_v32_indexer_and_sparse_attention() -> None:
     # Against dense MLA (2 x s/2 x 128 x 320 per token): about 0.32 of it at 32k tokens.
     dense = forward_flops_per_token(v3, s).attention_core / 61
     assert core / dense == pytest.approx((sparse + indexer) / (2.0 * (s / 2) * a * (d_qk + d_v)))
+
+
+def test_qwen3_next_counts() -> None:
+    model = model_from_config(QWEN3_NEXT)
+    # Qwen3-Coder-Next (the same shape) publishes 79,674,391,296 parameters in its safetensors;
+    # the Qwen3-Next-80B-A3B card rounds to 80B total and 3B activated (without embeddings).
+    assert param_counts(model).total == 79_674_391_296
+    assert param_counts(model).total == pytest.approx(80e9, rel=0.005)
+    assert _active_without_embeddings(QWEN3_NEXT) == pytest.approx(3e9, abs=0.5e9)
+    assert len(model.linear_attention_layers) == 36 and 3 not in model.linear_attention_layers
+    # One Gated DeltaNet block by hand: in_proj_qkvz 2048 x (2 x 2048 + 2 x 4096), in_proj_ba
+    # 2048 x 64, conv (2 x 2048 + 4096) x 4, dt_bias and A_log 2 x 32, norm 128, out 4096 x 2048.
+    assert linear_attention_params(model) == (
+        2048 * 12288 + 2048 * 64 + 8192 * 4 + 64 + 128 + 4096 * 2048
+    )
+
+
+def test_qwen3_next_state_and_flops() -> None:
+    model = model_from_config(QWEN3_NEXT)
+    per_layer = kv_bytes_per_token_per_layer(model, "bf16")  # 2 x 2 KV heads x 256 x 2 bytes
+    assert per_layer == 2 * 2 * 256 * 2
+    # 12 softmax blocks keep every token; 36 linear blocks a fixed state: 32 heads x 128 x 128
+    # fp32, and 3 past inputs of the 8192-wide convolution in bf16.
+    state = 32 * 128 * 128 * 4 + 8192 * 3 * 2
+    for tokens in (1, 4096, 65536):
+        assert kv_cache_bytes_per_sequence(model, "bf16", tokens) == (
+            12 * tokens * per_layer + 36 * state
+        )
+    # Linear blocks: attention cost does not grow with the sequence.
+    assert block_forward_flops(model, 0, 4096).attention_core == 8.0 * 32 * 128 * 128
+    assert block_forward_flops(model, 0, 65536).attention_core == 8.0 * 32 * 128 * 128
+    assert (
+        block_forward_flops(model, 3, 65536).attention_core
+        > block_forward_flops(model, 3, 4096).attention_core
+    )
