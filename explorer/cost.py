@@ -194,6 +194,8 @@ def serving_cost(
 
     A replica at that load finishes output_tokens_per_s / output_len requests per second
     (Little's law at steady state); the cost is the replica's GPUs' price over its output tokens.
+    The planner's throughput is the decode rate (concurrency / ITL), so time spent on prefill
+    is not taken out of it: at long prompts the replicas needed are a lower bound.
     """
     if not (math.isfinite(output_tokens_per_s_per_replica) and output_tokens_per_s_per_replica > 0):
         raise ValueError(
