@@ -46,6 +46,8 @@ class ModelEntry:
     """Parameters active per token as published (MoE); None for dense models."""
     params_source: str
     """Where the official counts are published (model card, paper table, hub count)."""
+    active_excludes_embedding: bool = False
+    """The published active count leaves out the input embedding table (GPT-OSS, GLM-4.5)."""
     note: str = ""
     """Caveats (what is counted, what was reconstructed)."""
     verified: bool = True

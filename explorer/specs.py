@@ -157,6 +157,51 @@ class ModelSpec:
     """Per-head width of v (MLA)."""
     num_nextn_predict_layers: int = 0
     """Multi-token-prediction modules (DeepSeek-V3: 1); they share embedding and LM head."""
+    # Block variants of newer architectures (explorer.hf_config; neutral values change nothing).
+    post_norms: bool = False
+    """Norms after attention and after the MLP as well as before (Gemma 2/3: four per block)."""
+    layernorm_bias: bool = True
+    """LayerNorm carries a bias (MPT with no_bias: False); ignored for RMSNorm."""
+    embedding_norm: bool = False
+    """A norm right after the token embedding (BLOOM's word_embeddings_layernorm)."""
+    lm_head_bias: bool = False
+    """A bias on the LM head (Phi-3.5-MoE)."""
+    alibi: bool = False
+    """ALiBi position biases (BLOOM, MPT): no parameters, no position table."""
+    sliding_window: int | None = None
+    """Tokens a windowed attention layer sees (Mistral, Gemma 2/3, Phi-3); None: no window."""
+    window_layers: tuple[int, ...] | None = None
+    """Blocks (0-based) that use sliding_window; None means every block when a window is set."""
+    chunked_attention: bool = False
+    """The window is a chunk (Llama 4): a query sees the keys of its own sliding_window-token
+    chunk only, instead of the sliding_window tokens before it."""
+    attention_sinks: bool = False
+    """A learned sink logit per head and block (GPT-OSS): num_attention_heads parameters."""
+    index_topk: int | None = None
+    """DeepSeek Sparse Attention (V3.2): keys each query attends to, picked by the lightning
+    indexer; None means dense attention."""
+    index_n_heads: int = 0
+    """Lightning-indexer heads (DeepSeek-V3.2: 64); 0 means no indexer."""
+    index_head_dim: int = 0
+    """Lightning-indexer head width (DeepSeek-V3.2: 128)."""
+    shared_expert_gate: bool = False
+    """A 1-output sigmoid gate on the shared expert (Qwen3-Next): hidden_size weights per MoE
+    block."""
+    attn_output_gate: bool = False
+    """A sigmoid gate on the attention output, projected with q (Qwen3-Next: q_proj doubles)."""
+    linear_attention_layers: tuple[int, ...] = ()
+    """Blocks (0-based) with Gated DeltaNet linear attention instead of softmax attention
+    (Qwen3-Next); empty means none."""
+    linear_num_key_heads: int = 0
+    """Linear-attention q/k heads."""
+    linear_key_head_dim: int = 0
+    """Linear-attention q/k head width."""
+    linear_num_value_heads: int = 0
+    """Linear-attention v heads (each keeps a key_head_dim x value_head_dim state)."""
+    linear_value_head_dim: int = 0
+    """Linear-attention v head width."""
+    linear_conv_kernel_dim: int = 0
+    """Width of the causal depthwise convolution over q, k and v (Qwen3-Next: 4)."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -252,6 +297,14 @@ class ModelSpec:
     def num_moe_layers(self) -> int:
         return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
 
+    def attention_window(self, index: int) -> int | None:
+        """Tokens block ``index`` attends to (its sliding window), None for full attention."""
+        if self.sliding_window is None:
+            return None
+        if self.window_layers is None or index in self.window_layers:
+            return self.sliding_window
+        return None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
@@ -281,6 +334,14 @@ class GpuSpec:
     PCIe Gen5 x16 is 64 GB/s (PCI-SIG), NVLink-C2C on Grace Hopper / Blackwell 450 GB/s."""
     source: str = ""
     """Where the figures come from."""
+    tdp_w: float | None = None
+    """Maximum board power (TDP), watts, from the vendor datasheet; None when not published."""
+    power_source: str = ""
+    """Where tdp_w comes from."""
+    price_per_gpu_hour: float | None = None
+    """A published on-demand list price, US dollars per GPU-hour; None when none is published."""
+    price_source: str = ""
+    """The price's page and the date it was read."""
 
     def __post_init__(self) -> None:
         _positive(

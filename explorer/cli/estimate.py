@@ -27,6 +27,7 @@ from explorer.cli.args import (
     overrides_from,
     workload_from,
 )
+from explorer.cli.cost_args import add_cost, cost_lines, training_cost_json
 from explorer.cli.importing import (
     LAYOUT_DESTS,
     WORKLOAD_DESTS,
@@ -80,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_assume(group)
     add_calibration(group)
     add_import(parser, LAYOUT_DESTS + WORKLOAD_DESTS[:-1])  # estimate takes no --gpus
+    add_cost(parser)
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -144,6 +146,13 @@ def run(args: argparse.Namespace) -> dict:
         "assumed": overrides_from(args, assumptions),
         "calibration": calibration_json(args, figures),
         "imported": imported_result(args),
+        "cost": training_cost_json(
+            args,
+            tokens_per_s=step.tokens_per_s,
+            tokens_per_step=workload.tokens_per_step,
+            num_gpus=layout.world_size,
+            gpu=cluster.gpu,
+        ),
     }
 
 
@@ -171,6 +180,7 @@ def render(result: dict) -> str:
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
+    lines += cost_lines(result.get("cost"))
     return "\n".join(lines + imported_lines(result))
 
 

@@ -31,6 +31,7 @@ from explorer.cli.args import (
     whole,
     workload_from,
 )
+from explorer.cli.cost_args import add_cost, cost_from
 from explorer.cli.importing import (
     WORKLOAD_DESTS,
     add_import,
@@ -38,11 +39,12 @@ from explorer.cli.importing import (
     imported_lines,
     imported_result,
 )
+from explorer.cost import price_of
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.mesh import SearchSpace
 from explorer.precision import precision_policy
 from explorer.search import search
-from explorer.search.rows import LAYOUT_COLUMNS
+from explorer.search.rows import LAYOUT_COLUMNS, with_cost_column
 from explorer.units import GiB
 
 NAME = "search"
@@ -73,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_import(
         parser, WORKLOAD_DESTS, "the workload, model and GPU count (the search picks layouts)"
     )
+    add_cost(parser, training=False)
 
 
 def space_from(args: argparse.Namespace) -> SearchSpace:
@@ -117,6 +120,7 @@ def run(args: argparse.Namespace) -> dict:
         assumptions=assumptions,
     )  # fmt: skip
     by_kind = result.rejected.groupby("kind", observed=True)["num_layouts"].sum()
+    price, price_source = price_of(cluster.gpu, cost_from(args))
     return {
         "model": model.name,
         "gpu": cluster.gpu.name,
@@ -124,7 +128,9 @@ def run(args: argparse.Namespace) -> dict:
         "evaluated": result.evaluated,
         "estimated": result.estimated,
         "elapsed_s": result.elapsed_s,
-        "layouts": records(result.layouts),
+        "layouts": records(with_cost_column(result.layouts, args.gpus, price)),
+        "price_per_gpu_hour": price,
+        "price_source": price_source,
         "rejected": records(result.rejected),
         "rejected_by_kind": {str(k): int(v) for k, v in by_kind.items()},
         "assumed": overrides_from(args, assumptions),
@@ -136,6 +142,11 @@ def run(args: argparse.Namespace) -> dict:
 def _layout_text(row: dict) -> str:
     fields = " ".join(f"{k}={row[k]}" for k in LAYOUT_COLUMNS if k not in ("etp",))
     return fields.replace("schedule=", "").replace("recompute=", "rc=")
+
+
+def _cost_text(row: dict) -> str:
+    cost = row.get("cost_per_million_tokens_usd")
+    return "" if cost is None else f"  ${cost:.4f}/M tokens"
 
 
 def render(result: dict) -> str:
@@ -150,6 +161,7 @@ def render(result: dict) -> str:
         lines.append(
             f"  #{rank:<3} {_layout_text(row):<70} step {row['step_time_s']:8.3f} s  "
             f"MFU {100 * row['mfu']:5.1f}%  peak {row['peak_bytes'] / GiB:6.1f} GiB"
+            + _cost_text(row)
         )
     lines.append("  rejected (layouts by rule):")
     for kind, count in sorted(result["rejected_by_kind"].items(), key=lambda kv: -kv[1]):

@@ -10,6 +10,7 @@ import streamlit as st
 
 from explorer import limits
 from explorer.scenario import LayoutInputs, Scenario, SearchInputs
+from explorer.search.rows import with_cost_column
 from explorer.specs import RECOMPUTES, SCHEDULES
 from explorer.ui import cached, inputs, sidebar
 from explorer.ui.charts.memory import stage_memory_figure
@@ -253,7 +254,10 @@ def render(scenario: Scenario) -> None:
     result = cached.search(
         case.model, case.cluster, case.workload, scenario.assumptions, space, scenario.search.ranked
     )
-    frame = display(result.layouts)
+    gpu = case.cluster.gpu  # priced at the GPU preset's published list price, if any
+    frame = display(
+        with_cost_column(result.layouts, result.problem.num_gpus, gpu.price_per_gpu_hour)
+    )
     cols = st.columns(4)
     cols[0].metric("Layouts considered", f"{result.evaluated:,}")
     cols[1].metric("Fully estimated", f"{result.estimated:,}")
