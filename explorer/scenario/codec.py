@@ -223,7 +223,8 @@ def to_dict(scenario: Scenario) -> dict[str, Any]:
     data = asdict(scenario)
     data["assumptions"] = dict(scenario.assumptions)
     data["calibration"] = dict(scenario.calibration)
-    data["search"] = {k: list(v) if isinstance(v, tuple) else v for k, v in data["search"].items()}
+    for group in ("search", "layout"):  # tuples (choices, recompute modules) as JSON lists
+        data[group] = {k: list(v) if isinstance(v, tuple) else v for k, v in data[group].items()}
     return data
 
 
