@@ -67,7 +67,8 @@ class ParamCounts:
 
 def norm_params(model: ModelSpec, width: int) -> int:
     """Parameters of one norm over ``width`` channels: RMSNorm a weight, LayerNorm weight+bias."""
-    return width * (2 if model.norm_kind == "layernorm" else 1)
+    with_bias = model.norm_kind == "layernorm" and model.layernorm_bias
+    return width * (2 if with_bias else 1)
 
 
 def mlp_params(model: ModelSpec, ffn_width: int) -> int:
@@ -84,9 +85,11 @@ def attention_params(model: ModelSpec) -> int:
     h, d = model.hidden_size, model.head_size
     q_width, kv_width = model.num_attention_heads * d, model.kv_heads * d
     weights = h * q_width + 2 * h * kv_width + q_width * h
+    weights += h * q_width * model.attn_output_gate  # Qwen3-Next: q_proj also makes the gate
     biases = (q_width + 2 * kv_width) * model.attention_bias + h * model.attention_out_bias
     qk_norms = 2 * d if model.qk_norm else 0  # Qwen3: one RMSNorm of head_dim each for q and k
-    return weights + biases + qk_norms
+    sinks = model.num_attention_heads if model.attention_sinks else 0  # GPT-OSS: one per head
+    return weights + biases + qk_norms + sinks
 
 
 def mla_params(model: ModelSpec) -> int:
@@ -102,21 +105,53 @@ def mla_params(model: ModelSpec) -> int:
     kv_down = h * (rank + model.qk_rope_head_dim) + rank  # latent + shared rope key, norm
     kv_up = rank * a * (model.qk_nope_head_dim + model.v_head_dim)
     out = a * model.v_head_dim * h
-    return q + kv_down + kv_up + out
+    return q + kv_down + kv_up + out + indexer_params(model)
+
+
+def indexer_params(model: ModelSpec) -> int:
+    """Parameters of DeepSeek-V3.2's lightning indexer in one block (0 without one).
+
+    Source: DeepSeek-V3.2-Exp report (github.com/deepseek-ai/DeepSeek-V3.2-Exp) sec. 2.1 and its
+    inference model.py Indexer: wq_b (q_lora_rank -> heads x head_dim), wk (h -> head_dim),
+    k_norm (LayerNorm, weight and bias), weights_proj (h -> heads).
+    """
+    heads, d, h = model.index_n_heads, model.index_head_dim, model.hidden_size
+    if not heads:
+        return 0
+    return (model.q_lora_rank or h) * heads * d + h * d + 2 * d + h * heads
+
+
+def linear_attention_params(model: ModelSpec) -> int:
+    """Parameters of one Gated DeltaNet block (Qwen3-Next's linear attention).
+
+    Source: transformers Qwen3NextGatedDeltaNet: in_proj_qkvz (h -> 2 key_dim + 2 value_dim),
+    in_proj_ba (h -> 2 v_heads), a depthwise conv1d over q, k, v without bias, dt_bias and A_log
+    (one per v head), a gated RMSNorm of value_head_dim, out_proj (value_dim -> h);
+    Yang et al. 2024, Gated Delta Networks (arXiv:2412.06464).
+    """
+    h, v_heads = model.hidden_size, model.linear_num_value_heads
+    key_dim = model.linear_num_key_heads * model.linear_key_head_dim
+    value_dim = v_heads * model.linear_value_head_dim
+    projections = h * (2 * key_dim + 2 * value_dim) + h * 2 * v_heads + value_dim * h
+    conv = (2 * key_dim + value_dim) * model.linear_conv_kernel_dim
+    return projections + conv + 2 * v_heads + model.linear_value_head_dim
 
 
 def layer_params(model: ModelSpec, index: int) -> LayerParams:
     """Parameters of transformer block ``index`` (0-based), by component."""
+    linear = index in model.linear_attention_layers
     common = {
-        "attention": attention_params(model),
-        "norms": 2 * norm_params(model, model.hidden_size),
+        "attention": linear_attention_params(model) if linear else attention_params(model),
+        # Gemma 2/3 norm the outputs of attention and MLP as well as their inputs.
+        "norms": (4 if model.post_norms else 2) * norm_params(model, model.hidden_size),
     }
     if not model.is_moe_layer(index):
         return LayerParams(mlp=mlp_params(model, model.intermediate_size), **common)
     return LayerParams(
         routed_experts=model.n_routed_experts * mlp_params(model, model.moe_intermediate_size),
         shared_experts=mlp_params(model, model.shared_ffn_size) if model.shared_ffn_size else 0,
-        router=model.n_routed_experts * (model.hidden_size + model.router_bias),
+        router=model.n_routed_experts * (model.hidden_size + model.router_bias)
+        + model.hidden_size * model.shared_expert_gate,
         **common,
     )
 
@@ -169,8 +204,10 @@ def _counts(model: ModelSpec, active: bool) -> ParamCounts:
         routed_experts=layers.routed_experts,
         shared_experts=layers.shared_experts,
         router=layers.router,
-        norms=layers.norms + norm_params(model, h),  # + the final norm
-        lm_head=0 if model.tie_word_embeddings else model.vocab_size * h,
+        # + the final norm, + BLOOM's norm after the embedding
+        norms=layers.norms + norm_params(model, h) * (1 + model.embedding_norm),
+        lm_head=(0 if model.tie_word_embeddings else model.vocab_size * h)
+        + model.vocab_size * model.lm_head_bias,
         mtp=mtp,
     )
 
@@ -180,6 +217,14 @@ def _active_mtp_params(model: ModelSpec) -> int:
     block = layer_params(model, model.num_hidden_layers)
     active_block = active_layer_params(model, model.num_hidden_layers)
     return full - block.total + active_block.total
+
+
+def active_params_as_published(model: ModelSpec, exclude_embedding: bool = False) -> int:
+    """Active parameters per token as a model card counts them: without multi-token prediction,
+    and without the input embedding when the publisher leaves it out (GPT-OSS, GLM-4.5: a
+    lookup, not a matmul; their cards count the LM head but not the embedding table)."""
+    counts = active_param_counts(model)
+    return counts.total_without_mtp - (counts.embeddings if exclude_embedding else 0)
 
 
 def param_counts(model: ModelSpec) -> ParamCounts:

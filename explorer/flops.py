@@ -10,6 +10,7 @@ about 7% between the two conventions.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 from explorer.specs import ModelSpec, Recompute
@@ -41,7 +42,8 @@ def attention_projection_weights(model: ModelSpec) -> int:
     h, a = model.hidden_size, model.num_attention_heads
     if not model.is_mla:
         d = model.head_size
-        return 2 * h * a * d + 2 * h * model.kv_heads * d
+        gate = h * a * d * model.attn_output_gate  # Qwen3-Next: q_proj also makes the gate
+        return 2 * h * a * d + 2 * h * model.kv_heads * d + gate
     qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim
     rank = model.kv_lora_rank or 0
     q_lora = model.q_lora_rank
@@ -49,7 +51,9 @@ def attention_projection_weights(model: ModelSpec) -> int:
     kv = h * (rank + model.qk_rope_head_dim) + rank * a * (
         model.qk_nope_head_dim + model.v_head_dim
     )
-    return q + kv + a * model.v_head_dim * h
+    heads, d = model.index_n_heads, model.index_head_dim  # DeepSeek-V3.2's lightning indexer
+    indexer = (q_lora or h) * heads * d + h * d + h * heads if heads else 0
+    return q + kv + a * model.v_head_dim * h + indexer
 
 
 def attention_core_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> float:
@@ -67,9 +71,62 @@ def attention_core_flops_per_token(model: ModelSpec, seq_len: int, causal: bool 
     return flops / 2 if causal else flops
 
 
+def keys_per_query(seq_len: int, window: int | None, causal: bool = True) -> float:
+    """Keys one query attends to on average over a sequence of ``seq_len`` tokens.
+
+    Causal: query i (1-based) sees min(i, window) keys, so the mean is
+    (w (w + 1) / 2 + (s - w) w) / s with w = min(window, s); the full-attention convention of
+    this module counts s / 2 (Megatron-LM). Non-causal: min(window, s) (Korthikanti et al. count
+    all s). Source: Beltagy et al. 2020 (Longformer, arXiv:2004.05150) sec. 3.1: a window of w
+    costs O(s w) instead of O(s^2); Mistral 7B (arXiv:2310.06825) sec. 2.
+    """
+    if window is None or window >= seq_len:
+        return seq_len / 2 if causal else float(seq_len)
+    if not causal:
+        return float(window)
+    return (window * (window + 1) / 2 + (seq_len - window) * window) / seq_len
+
+
+def keys_per_query_chunked(seq_len: int, chunk: int, causal: bool = True) -> float:
+    """Keys one query attends to on average when attention stays inside ``chunk``-token chunks.
+
+    Causal: query j of a chunk (1-based) sees j keys, so a full chunk averages (c + 1) / 2 and
+    the last, partial chunk of r tokens (r + 1) / 2. Non-causal: the chunk's length.
+    Source: Llama 4 (transformers Llama4TextAttention, attention_chunk_size on RoPE layers).
+    """
+    full, rest = divmod(seq_len, chunk)
+    if causal:
+        return (full * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2) / seq_len
+    return (full * chunk * chunk + rest * rest) / seq_len
+
+
 def mlp_weights(model: ModelSpec, ffn_width: int) -> int:
     """Weights in one MLP's matrix multiplies (3 gated, 2 otherwise)."""
     return (3 if model.ffn_kind == "swiglu" else 2) * model.hidden_size * ffn_width
+
+
+def linear_attention_weights(model: ModelSpec) -> int:
+    """Weights in the matrix multiplies of one Gated DeltaNet block (the convolution, a
+    depthwise filter, is left out like other elementwise work)."""
+    h, v_heads = model.hidden_size, model.linear_num_value_heads
+    key_dim = model.linear_num_key_heads * model.linear_key_head_dim
+    value_dim = v_heads * model.linear_value_head_dim
+    return h * (2 * key_dim + 2 * value_dim) + h * 2 * v_heads + value_dim * h
+
+
+def linear_attention_core_flops_per_token(model: ModelSpec) -> float:
+    """Forward FLOPs of the gated delta rule for one token, one block (recurrent form).
+
+    Source: Yang et al. 2024 (arXiv:2412.06464) eq. 10: per value head a d_k x d_v state S;
+    S k, the rank-one correction, the v k^T write and the read S q cost 2 d_k d_v each. No
+    dependence on the sequence length.
+    """
+    return (
+        8.0
+        * model.linear_num_value_heads
+        * model.linear_key_head_dim
+        * (model.linear_value_head_dim)
+    )
 
 
 def block_forward_flops(
@@ -82,13 +139,47 @@ def block_forward_flops(
         router = 2.0 * model.hidden_size * model.n_routed_experts
     else:
         ffn, router = mlp_weights(model, model.intermediate_size), 0.0
+    if index in model.linear_attention_layers:
+        return _linear_block_flops(model, index)
+    core = attention_core_flops_per_token(model, seq_len, causal)
+    window = model.attention_window(index)
+    if window is not None and window < seq_len:  # sliding window or chunk: fewer keys
+        keys = (
+            keys_per_query_chunked(seq_len, window, causal)
+            if model.chunked_attention
+            else keys_per_query(seq_len, window, causal)
+        )
+        core *= keys / keys_per_query(seq_len, None, causal)
+    if model.index_topk is not None:  # DeepSeek Sparse Attention: top-k keys per query
+        core *= keys_per_query(seq_len, model.index_topk, causal) / keys_per_query(
+            seq_len, None, causal
+        )
+        # the indexer scores every earlier key: 2 s H_I d_I (halved for causal masks)
+        core += (
+            2.0
+            * keys_per_query(seq_len, None, causal)
+            * model.index_n_heads
+            * (model.index_head_dim)
+        )
     return FlopsPerToken(
         attention_projections=2.0 * attention_projection_weights(model),
-        attention_core=attention_core_flops_per_token(model, seq_len, causal),
+        attention_core=core,
         mlp=2.0 * ffn,
         router=router,
         logits=0.0,
         mtp=0.0,
+    )
+
+
+def _linear_block_flops(model: ModelSpec, index: int) -> FlopsPerToken:
+    """A Gated DeltaNet block: its projections and recurrent core, and the block's MLP."""
+    mlp = block_forward_flops(
+        dataclasses.replace(model, linear_attention_layers=()), index, 1
+    )  # the same MLP as a softmax block
+    return dataclasses.replace(
+        mlp,
+        attention_projections=2.0 * linear_attention_weights(model),
+        attention_core=linear_attention_core_flops_per_token(model),
     )
 
 

@@ -20,6 +20,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from explorer.files import UserFileError, read_user_file
+from explorer.limits import LIMITS, MAX_CONFIG_BYTES, LimitError, check_json_text, shown
 from explorer.specs import ModelSpec
 
 
@@ -251,17 +253,502 @@ class _Gpt2(_Config):
         }
 
 
+# ------------------------------------------------------------------ newer architectures
+
+
+_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
+"""``layer_types`` entries this tool models (transformers' names)."""
+
+
+def _window_layers(
+    layer_types: tuple[str, ...] | None, num_layers: int, default: tuple[int, ...] | None
+) -> tuple[int, ...] | None:
+    """Blocks with a sliding window from ``layer_types`` when the config lists them."""
+    if layer_types is None:
+        return default
+    unknown = sorted(set(layer_types) - _LAYER_TYPES)
+    if unknown:
+        raise ConfigError(
+            f"config.json field 'layer_types' has {_short(unknown[0])}, which this tool does "
+            "not model; supported: full_attention, sliding_attention."
+        )
+    if len(layer_types) != num_layers:
+        raise ConfigError(
+            f"config.json field 'layer_types' lists {len(layer_types)} layers for "
+            f"num_hidden_layers = {num_layers}."
+        )
+    return tuple(i for i, kind in enumerate(layer_types) if kind == "sliding_attention")
+
+
+class _Windowed(_Config):
+    """The sliding-window fields shared by Mistral-style, Gemma and Phi-3 configs."""
+
+    sliding_window: Size | None = None
+    layer_types: tuple[Text, ...] | None = None
+
+    def window_fields(self, num_layers: int, default: tuple[int, ...] | None) -> dict[str, Any]:
+        if self.sliding_window is None:
+            return {}
+        layers = _window_layers(self.layer_types, num_layers, default)
+        return {"sliding_window": self.sliding_window, "window_layers": layers}
+
+
+class _Gemma2(_Decoder, _Windowed):
+    """Gemma2ForCausalLM: head_dim apart from h / a, four RMSNorms per block, tied head,
+    sliding window on even blocks (transformers: ``is_sliding = not layer_idx % 2``).
+
+    Soft-capping of attention logits and of the final logits is elementwise: it changes
+    neither the weights nor the matmul FLOPs, so it is read and not modelled.
+    Source: Gemma 2 report (arXiv:2408.00118) sec. 2, Table 1.
+    """
+
+    head_dim: Size | None = 256
+    max_position_embeddings: Size = 8192
+    tie_word_embeddings: Flag = True
+    sliding_window: Size | None = 4096
+    attention_bias: Flag = False
+
+    def default_windows(self) -> tuple[int, ...]:
+        return tuple(range(0, self.num_hidden_layers, 2))
+
+    def spec_fields(self) -> dict[str, Any]:
+        windows = self.window_fields(self.num_hidden_layers, self.default_windows())
+        bias = {"attention_bias": self.attention_bias, "attention_out_bias": self.attention_bias}
+        return super().spec_fields() | bias | {"post_norms": True} | windows
+
+
+class _Gemma3(_Gemma2):
+    """Gemma3ForCausalLM (text): Gemma 2 plus q/k RMSNorms; five local blocks per global one.
+
+    Source: Gemma 3 report (arXiv:2503.19786) sec. 2 (5:1 local:global, window 1024, QK-norm);
+    transformers Gemma3TextConfig: block i is sliding unless (i + 1) % sliding_window_pattern == 0.
+    """
+
+    max_position_embeddings: Size = 131072
+    sliding_window_pattern: Size = 6
+
+    def default_windows(self) -> tuple[int, ...]:
+        pattern = self.sliding_window_pattern
+        return tuple(i for i in range(self.num_hidden_layers) if (i + 1) % pattern)
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | {"qk_norm": True}
+
+
+class _Gemma3Multimodal(_Config):
+    """Gemma3ForConditionalGeneration: the language model in ``text_config``; the SigLIP vision
+    tower and projector (about 0.4B) are left out of every count."""
+
+    text_config: dict[str, Any]
+
+    def spec_fields(self) -> dict[str, Any]:
+        try:
+            return _Gemma3.model_validate(self.text_config).spec_fields()
+        except ValidationError as error:
+            raise ConfigError(
+                _describe(error, "Gemma3ForConditionalGeneration (text_config)")
+            ) from None
+
+
+class _Phi3(_Decoder, _Windowed):
+    """Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4): fused qkv and gate_up projections hold the
+    same weights as Llama's separate ones; the window (when set) covers every block."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.window_fields(self.num_hidden_layers, None)
+
+
+class _PhiMoe(_Phi3):
+    """PhimoeForCausalLM (Phi-3.5-MoE): LayerNorm with bias, biases on q, k, v, o and the LM
+    head, every block MoE with num_local_experts experts of intermediate_size."""
+
+    num_local_experts: Size
+    num_experts_per_tok: Size = 2
+    attention_bias: Flag = True
+    lm_head_bias: Flag = True
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | {
+            "norm_kind": "layernorm",
+            "attention_bias": self.attention_bias,
+            "attention_out_bias": self.attention_bias,
+            "lm_head_bias": self.lm_head_bias,
+            "n_routed_experts": self.num_local_experts,
+            "num_experts_per_tok": self.num_experts_per_tok,
+            "moe_intermediate_size": self.intermediate_size,
+        }
+
+
+class _Qwen2Windowed(_Qwen2, _Windowed):
+    """Qwen2 with ``use_sliding_window``: blocks from max_window_layers on are windowed
+    (transformers Qwen2Config: sliding when use_sliding_window and i >= max_window_layers)."""
+
+    use_sliding_window: Flag = False
+    max_window_layers: Count = 28
+
+    def spec_fields(self) -> dict[str, Any]:
+        if not self.use_sliding_window:
+            return super().spec_fields()
+        default = tuple(range(self.max_window_layers, self.num_hidden_layers))
+        return super().spec_fields() | self.window_fields(self.num_hidden_layers, default)
+
+
+class _MistralWindowed(_Mistral, _Windowed):
+    """MistralForCausalLM with its sliding window on every block (Mistral 7B v0.1: 4096)."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.window_fields(self.num_hidden_layers, None)
+
+
+class _Nemotron(_Decoder):
+    """NemotronForCausalLM (Nemotron-4, Minitron): squared-ReLU MLP of two matrices (no gate),
+    LayerNorm1P (weight and bias), GQA, untied head.
+
+    Source: Nemotron-4 15B report (arXiv:2402.16819) sec. 2: squared ReLU, no bias, GQA;
+    transformers models/nemotron.
+    """
+
+    attention_bias: Flag = False
+    mlp_bias: Flag = False
+    hidden_act: Text = "relu2"
+
+    def spec_fields(self) -> dict[str, Any]:
+        if self.hidden_act != "relu2":
+            raise ConfigError(
+                f"config.json field 'hidden_act' is {_short(self.hidden_act)}; this tool models "
+                "NemotronForCausalLM with relu2 only."
+            )
+        return super().spec_fields() | {
+            "ffn_kind": "relu2",
+            "norm_kind": "layernorm",
+            "attention_bias": self.attention_bias,
+            "attention_out_bias": self.attention_bias,
+            "mlp_bias": self.mlp_bias,
+        }
+
+
+class _Bloom(_Config):
+    """BloomForCausalLM: ALiBi (no position table), LayerNorm after the embedding, fused qkv
+    with biases, 4h GELU MLP with biases, tied head.
+
+    Source: BLOOM paper (arXiv:2211.05100) sec. 3.2.3-3.2.4, Table 3; transformers models/bloom
+    (``n_embed`` is read as hidden_size).
+    """
+
+    hidden_size: Size | None = None
+    n_embed: Size | None = None
+    n_layer: Size
+    n_head: Size
+    vocab_size: Size
+    tie_word_embeddings: Flag = True
+
+    def spec_fields(self) -> dict[str, Any]:
+        width = self.hidden_size or self.n_embed
+        if width is None:
+            raise ConfigError(
+                "config.json has no field 'hidden_size' (or 'n_embed'), which "
+                "BloomForCausalLM needs."
+            )
+        return {
+            "hidden_size": width,
+            "num_hidden_layers": self.n_layer,
+            "num_attention_heads": self.n_head,
+            "intermediate_size": 4 * width,
+            "vocab_size": self.vocab_size,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "ffn_kind": "gelu",
+            "norm_kind": "layernorm",
+            "attention_bias": True,
+            "attention_out_bias": True,
+            "mlp_bias": True,
+            "embedding_norm": True,
+            "alibi": True,
+            "max_position_embeddings": 2048,  # BLOOM paper Table 3: sequence length 2048
+        }
+
+
+class _MptAttention(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    alibi: Flag = False
+    attn_type: Text = "multihead_attention"
+
+
+class _Mpt(_Config):
+    """MptForCausalLM: LayerNorm (without bias when no_bias), no biases, ALiBi, a GELU MLP of
+    expansion_ratio x d_model, tied head. Source: MosaicML MPT-7B model card; transformers
+    models/mpt."""
+
+    d_model: Size
+    n_layers: Size
+    n_heads: Size
+    expansion_ratio: Size = 4
+    vocab_size: Size
+    max_seq_len: Size = 2048
+    no_bias: Flag = True
+    attn_config: _MptAttention = _MptAttention()
+
+    def spec_fields(self) -> dict[str, Any]:
+        if self.attn_config.attn_type != "multihead_attention":
+            raise ConfigError(
+                f"config.json field 'attn_config.attn_type' is "
+                f"{_short(self.attn_config.attn_type)}; this tool models multihead_attention."
+            )
+        bias = not self.no_bias
+        return {
+            "hidden_size": self.d_model,
+            "num_hidden_layers": self.n_layers,
+            "num_attention_heads": self.n_heads,
+            "intermediate_size": self.expansion_ratio * self.d_model,
+            "vocab_size": self.vocab_size,
+            "max_position_embeddings": self.max_seq_len,
+            "tie_word_embeddings": True,
+            "ffn_kind": "gelu",
+            "norm_kind": "layernorm",
+            "layernorm_bias": bias,
+            "attention_bias": bias,
+            "attention_out_bias": bias,
+            "mlp_bias": bias,
+            "alibi": self.attn_config.alibi,
+            "learned_position_embeddings": not self.attn_config.alibi,
+        }
+
+
+class _DeepseekV2(_DeepseekV3):
+    """DeepseekV2ForCausalLM: MLA and fine-grained experts as V3, softmax routing without the
+    score-correction bias, no multi-token prediction. Source: DeepSeek-V2 report
+    (arXiv:2405.04434) sec. 2.1-2.2."""
+
+    q_lora_rank: Size | None = None
+    n_shared_experts: Count | None = None
+    num_experts_per_tok: Size = 6
+
+
+class _Glm4Moe(_Decoder):
+    """Glm4MoeForCausalLM (GLM-4.5, GLM-4.5-Air): GQA attention with q, k, v biases, DeepSeek-V3
+    style experts (shared expert, score-correction bias, leading dense blocks) and one
+    multi-token-prediction layer. Source: GLM-4.5 report (arXiv:2508.06471) sec. 2.1, Table 1;
+    transformers models/glm4_moe."""
+
+    attention_bias: Flag = False
+    use_qk_norm: Flag = False
+    n_routed_experts: Size
+    n_shared_experts: Count = 1
+    num_experts_per_tok: Size
+    moe_intermediate_size: Size
+    first_k_dense_replace: Count = 1
+    num_nextn_predict_layers: Count = 0
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | {
+            "attention_bias": self.attention_bias,
+            "qk_norm": self.use_qk_norm,
+            "n_routed_experts": self.n_routed_experts,
+            "n_shared_experts": self.n_shared_experts,
+            "num_experts_per_tok": self.num_experts_per_tok,
+            "moe_intermediate_size": self.moe_intermediate_size,
+            "first_k_dense_replace": self.first_k_dense_replace,
+            "num_nextn_predict_layers": self.num_nextn_predict_layers,
+            "router_bias": True,  # e_score_correction_bias, as DeepSeek-V3's noaux_tc
+        }
+
+
+class _Llama4Text(_Decoder):
+    """Llama4ForCausalLM (text): MoE blocks with one shared expert and top-k routed experts of
+    intermediate_size, dense blocks of intermediate_size_mlp between them
+    (interleave_moe_layer_step), and chunked attention on the RoPE blocks (three of every four;
+    the fourth is a global NoPE block). q/k norms are weight-free L2 norms.
+
+    Source: transformers Llama4TextConfig (moe_layers, no_rope_layers defaults) and
+    Llama4TextMoe; Meta, "The Llama 4 herd" (ai.meta.com/blog/llama-4-multimodal-intelligence).
+    """
+
+    intermediate_size_mlp: Size
+    num_local_experts: Size
+    num_experts_per_tok: Size = 1
+    interleave_moe_layer_step: Size = 1
+    moe_layers: tuple[Annotated[int, Field(strict=True)], ...] | None = None
+    attention_chunk_size: Size | None = 8192
+    no_rope_layers: tuple[Annotated[int, Field(strict=True)], ...] | None = None
+    no_rope_layer_interval: Size = 4
+    attention_bias: Flag = False
+
+    def _moe_layout(self) -> tuple[int, int]:
+        step, layers = self.interleave_moe_layer_step, self.num_hidden_layers
+        expected = tuple(range(step - 1, layers, step))
+        if self.moe_layers is not None and tuple(self.moe_layers) != expected:
+            raise ConfigError(
+                f"config.json field 'moe_layers' {_short(list(self.moe_layers))} is not every "
+                f"{step}-th layer; this tool models that pattern only."
+            )
+        return step - 1, step
+
+    def _chunked_layers(self) -> tuple[int, ...]:
+        rope = self.no_rope_layers
+        if not rope:  # transformers: an empty list means the default pattern too
+            interval = self.no_rope_layer_interval
+            rope = tuple(int((i + 1) % interval != 0) for i in range(self.num_hidden_layers))
+        return tuple(i for i, uses_rope in enumerate(rope) if uses_rope)
+
+    def spec_fields(self) -> dict[str, Any]:
+        first_dense, frequency = self._moe_layout()
+        fields = super().spec_fields() | {
+            "intermediate_size": self.intermediate_size_mlp,
+            "attention_bias": self.attention_bias,
+            "attention_out_bias": self.attention_bias,
+            "n_routed_experts": self.num_local_experts,
+            "num_experts_per_tok": self.num_experts_per_tok,
+            "moe_intermediate_size": self.intermediate_size,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": first_dense,
+            "moe_layer_freq": frequency,
+        }
+        if self.attention_chunk_size is None:
+            return fields
+        return fields | {
+            "sliding_window": self.attention_chunk_size,
+            "window_layers": self._chunked_layers(),
+            "chunked_attention": True,
+        }
+
+
+class _Llama4(_Config):
+    """Llama4ForConditionalGeneration: the language model in ``text_config``; the vision
+    encoder and projector are left out of every count."""
+
+    text_config: dict[str, Any]
+
+    def spec_fields(self) -> dict[str, Any]:
+        try:
+            return _Llama4Text.model_validate(self.text_config).spec_fields()
+        except ValidationError as error:
+            raise ConfigError(
+                _describe(error, "Llama4ForConditionalGeneration (text_config)")
+            ) from None
+
+
+class _GptOss(_Decoder, _Windowed):
+    """GptOssForCausalLM: every block MoE (num_local_experts experts of intermediate_size, with
+    biases, top experts_per_token, a router with bias), attention with biases and a learned
+    sink per head, a 128-token sliding window on alternate blocks (even ones by default).
+
+    The published checkpoints store the expert weights in MXFP4 (4-bit values, one 8-bit scale
+    per 32): serve them with --weights-dtype int4 as the nearest format this tool has.
+    Source: OpenAI, gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) sec. 2.1;
+    transformers GptOssConfig.
+    """
+
+    num_local_experts: Size
+    num_experts_per_tok: Size | None = None
+    experts_per_token: Size | None = None
+    attention_bias: Flag = True
+    sliding_window: Size | None = 128
+
+    def spec_fields(self) -> dict[str, Any]:
+        top_k = self.num_experts_per_tok or self.experts_per_token or 4
+        default = tuple(range(0, self.num_hidden_layers, 2))
+        return (
+            super().spec_fields()
+            | {
+                "attention_bias": self.attention_bias,
+                "attention_out_bias": self.attention_bias,
+                "attention_sinks": True,
+                "mlp_bias": True,  # expert gate_up and down biases (no dense MLP exists)
+                "n_routed_experts": self.num_local_experts,
+                "num_experts_per_tok": top_k,
+                "moe_intermediate_size": self.intermediate_size,
+                "router_bias": True,
+            }
+            | self.window_fields(self.num_hidden_layers, default)
+        )
+
+
+class _DeepseekV32(_DeepseekV3):
+    """DeepseekV32ForCausalLM: DeepSeek-V3 plus DeepSeek Sparse Attention: a lightning indexer
+    per block picks index_topk keys for each query. Source: DeepSeek-V3.2-Exp report sec. 2.1."""
+
+    index_topk: Size
+    index_n_heads: Size
+    index_head_dim: Size
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self._copy("index_topk", "index_n_heads", "index_head_dim")
+
+
+class _Qwen3Next(_Qwen3Moe):
+    """Qwen3NextForCausalLM: three Gated DeltaNet (linear attention) blocks to each gated
+    softmax-attention block (full_attention_interval), and high-sparsity MoE with a shared
+    expert (with its 1-output gate) in every block.
+
+    Source: Qwen3-Next-80B-A3B model card (hybrid layout 12 x (3 x (Gated DeltaNet -> MoE) ->
+    1 x (Gated Attention -> MoE))); transformers Qwen3NextConfig (layer_types default).
+    """
+
+    shared_expert_intermediate_size: Count = 0
+    attn_output_gate: Flag = True
+    full_attention_interval: Size = 4
+    linear_num_key_heads: Size
+    linear_key_head_dim: Size
+    linear_num_value_heads: Size
+    linear_value_head_dim: Size
+    linear_conv_kernel_dim: Size = 4
+
+    def _linear_layers(self) -> tuple[int, ...]:
+        n, kinds = self.num_hidden_layers, self.layer_types
+        if kinds is None:
+            return tuple(i for i in range(n) if (i + 1) % self.full_attention_interval)
+        unknown = sorted(set(kinds) - {"linear_attention", "full_attention"})
+        if unknown or len(kinds) != n:
+            raise ConfigError(
+                f"config.json field 'layer_types' must list {n} of linear_attention and "
+                f"full_attention, got {_short(list(kinds))}."
+            )
+        return tuple(i for i, kind in enumerate(kinds) if kind == "linear_attention")
+
+    layer_types: tuple[Text, ...] | None = None
+
+    def spec_fields(self) -> dict[str, Any]:
+        linear = (
+            "linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
+            "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate",
+        )  # fmt: skip
+        fields = super().spec_fields() | self._copy(*linear)
+        fields["linear_attention_layers"] = self._linear_layers()
+        if fields.get("n_routed_experts") and self.shared_expert_intermediate_size:
+            fields |= {
+                "n_shared_experts": 1,
+                "shared_expert_intermediate_size": self.shared_expert_intermediate_size,
+                "shared_expert_gate": True,
+            }
+        return fields
+
+
 ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
     {
         "LlamaForCausalLM": _Llama,
-        "MistralForCausalLM": _Mistral,
+        "MistralForCausalLM": _MistralWindowed,
         "MixtralForCausalLM": _Mixtral,
-        "Qwen2ForCausalLM": _Qwen2,
+        "Qwen2ForCausalLM": _Qwen2Windowed,
         "Qwen2MoeForCausalLM": _Qwen2Moe,
         "Qwen3ForCausalLM": _Qwen3,
         "Qwen3MoeForCausalLM": _Qwen3Moe,
         "DeepseekV3ForCausalLM": _DeepseekV3,
         "GPT2LMHeadModel": _Gpt2,
+        "Gemma2ForCausalLM": _Gemma2,
+        "Gemma3ForCausalLM": _Gemma3,
+        "Gemma3ForConditionalGeneration": _Gemma3Multimodal,
+        "Phi3ForCausalLM": _Phi3,
+        "PhimoeForCausalLM": _PhiMoe,
+        "NemotronForCausalLM": _Nemotron,
+        "BloomForCausalLM": _Bloom,
+        "MptForCausalLM": _Mpt,
+        "MPTForCausalLM": _Mpt,  # the spelling of mosaicml/mpt-7b's config.json
+        "DeepseekV2ForCausalLM": _DeepseekV2,
+        "Glm4MoeForCausalLM": _Glm4Moe,
+        "Llama4ForCausalLM": _Llama4Text,
+        "Llama4ForConditionalGeneration": _Llama4,
+        "GptOssForCausalLM": _GptOss,
+        "DeepseekV32ForCausalLM": _DeepseekV32,
+        "Qwen3NextForCausalLM": _Qwen3Next,
     }
 )
 """Supported ``architectures`` names and the fields each reads."""
@@ -278,6 +765,21 @@ MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "deepseek_v3": "DeepseekV3ForCausalLM",
         "kimi_k2": "DeepseekV3ForCausalLM",
         "gpt2": "GPT2LMHeadModel",
+        "gemma2": "Gemma2ForCausalLM",
+        "gemma3_text": "Gemma3ForCausalLM",
+        "gemma3": "Gemma3ForConditionalGeneration",
+        "phi3": "Phi3ForCausalLM",
+        "phimoe": "PhimoeForCausalLM",
+        "nemotron": "NemotronForCausalLM",
+        "bloom": "BloomForCausalLM",
+        "mpt": "MptForCausalLM",
+        "deepseek_v2": "DeepseekV2ForCausalLM",
+        "glm4_moe": "Glm4MoeForCausalLM",
+        "llama4_text": "Llama4ForCausalLM",
+        "llama4": "Llama4ForConditionalGeneration",
+        "gpt_oss": "GptOssForCausalLM",
+        "deepseek_v32": "DeepseekV32ForCausalLM",
+        "qwen3_next": "Qwen3NextForCausalLM",
     }
 )
 """``model_type`` values used when a config has no ``architectures`` list."""
@@ -304,6 +806,8 @@ def _sparse_layout(
 
 
 def _short(value: object, limit: int = 60) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown(value)  # repr of a huge integer can itself fail
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -338,6 +842,38 @@ def _describe(error: ValidationError, architecture: str) -> str:
     return f"config.json field '{field}' {rule}, got {_short(first.get('input'))}."
 
 
+CLOSEST: Mapping[str, str] = MappingProxyType(
+    {
+        "gemma": "Gemma2ForCausalLM",
+        "gemma3n": "Gemma3ForCausalLM",
+        "phi": "Phi3ForCausalLM",
+        "phi4": "Phi3ForCausalLM",
+        "glm4": "LlamaForCausalLM",
+        "nemotron_h": "NemotronForCausalLM",
+        "qwen3_5": "Qwen3NextForCausalLM",
+        "qwen3_5_moe": "Qwen3NextForCausalLM",
+        "falcon": "BloomForCausalLM",
+    }
+)
+"""Unsupported model_type values and the supported architecture nearest to them (the name
+``_closest`` offers when no spelling is near)."""
+
+
+def _closest(name: str) -> str:
+    """'' or ' (closest supported: X)' for an unknown architecture or model_type."""
+    import difflib
+
+    key = str(name).lower()
+    if isinstance(name, str) and key in CLOSEST:
+        return f" (closest supported: {CLOSEST[key]}; its counts would not be exact)"
+    candidates = {
+        **{k.lower(): v for k, v in MODEL_TYPES.items()},
+        **{a.lower(): a for a in ARCHITECTURES},
+    }
+    near = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.6)
+    return f" (closest supported: {candidates[near[0]]})" if near else ""
+
+
 def _architecture(config: Mapping[str, Any]) -> str:
     """The supported architecture a config names, from ``architectures`` or ``model_type``."""
     supported = ", ".join(ARCHITECTURES)
@@ -350,16 +886,48 @@ def _architecture(config: Mapping[str, Any]) -> str:
         if name in ARCHITECTURES:
             return name
     if names:
-        raise ConfigError(f"unknown architecture {_short(names[0])}; supported: {supported}.")
+        raise ConfigError(
+            f"unknown architecture {_short(names[0])}{_closest(names[0])}; supported: {supported}."
+        )
     model_type = config.get("model_type")
     if isinstance(model_type, str) and model_type in MODEL_TYPES:
         return MODEL_TYPES[model_type]
     if model_type is not None:
-        raise ConfigError(f"unknown model_type {_short(model_type)}; supported: {supported}.")
+        raise ConfigError(
+            f"unknown model_type {_short(model_type)}{_closest(model_type)}; "
+            f"supported: {supported}."
+        )
     raise ConfigError(
         "config.json names no architecture (no 'architectures' or 'model_type' field); "
         f"supported: {supported}."
     )
+
+
+_LIMITED: Mapping[str, str] = MappingProxyType(
+    {
+        **{name: name for name in LIMITS if name in ModelSpec.__dataclass_fields__},
+        "num_local_experts": "n_routed_experts",  # Mixtral
+        "num_experts": "n_routed_experts",  # Qwen MoE
+        "decoder_sparse_step": "moe_layer_freq",  # Qwen MoE
+        "n_layer": "num_hidden_layers",  # GPT-2
+        "n_embd": "hidden_size",
+        "n_head": "num_attention_heads",
+        "n_inner": "intermediate_size",
+        "n_positions": "max_position_embeddings",
+    }
+)
+"""config.json field -> the ModelSpec field whose limit (explorer.limits) it is held to."""
+
+
+def _within_limits(config: Mapping[str, Any]) -> None:
+    """ConfigError naming the config's own field when a size is beyond this tool's limits."""
+    for key, field in _LIMITED.items():
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > LIMITS[field]:
+            raise ConfigError(
+                f"config.json field '{key}' must be at most {shown(LIMITS[field])} (this tool's "
+                f"limit), got {shown(value)}."
+            )
 
 
 def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -> ModelSpec:
@@ -367,6 +935,7 @@ def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -
     if not isinstance(config, Mapping):
         raise ConfigError(f"config.json must be a JSON object, got {_kind(config)}.")
     architecture = _architecture(config)
+    _within_limits(config)
     try:
         parsed = ARCHITECTURES[architecture].model_validate(dict(config))
     except ValidationError as error:
@@ -375,14 +944,18 @@ def model_from_config(config: Mapping[str, Any], name: str = "uploaded model") -
         return ModelSpec(name=name, **parsed.spec_fields())
     except ConfigError:
         raise
+    except LimitError as error:
+        raise ConfigError(f"config.json field {error}.") from None
     except ValueError as error:
         raise ConfigError(f"config.json describes an impossible model: {error}.") from None
 
 
 def model_from_json_text(text: str | bytes, name: str = "uploaded model") -> ModelSpec:
-    """The ModelSpec in the text of a config.json (an upload)."""
+    """The ModelSpec in the text of a config.json (an upload) of at most MAX_CONFIG_BYTES."""
     try:
-        config = json.loads(text)
+        config = json.loads(check_json_text(text, "config.json", MAX_CONFIG_BYTES))
+    except LimitError as error:
+        raise ConfigError(f"{error}.") from None
     except UnicodeDecodeError:
         raise ConfigError("config.json is not UTF-8 text.") from None
     except json.JSONDecodeError as error:
@@ -392,15 +965,25 @@ def model_from_json_text(text: str | bytes, name: str = "uploaded model") -> Mod
         ) from None
     except RecursionError:
         raise ConfigError("config.json is nested too deeply to read.") from None
+    except ValueError:  # Python refuses integers of more than 4,300 digits
+        raise ConfigError("config.json holds a number with too many digits to read.") from None
     return model_from_config(config, name)
+
+
+def read_config_bytes(path: Path) -> bytes:
+    """The bytes of a config.json on disk: a regular file of at most MAX_CONFIG_BYTES, checked
+    before opening (explorer.files); ConfigError (one sentence) otherwise."""
+    try:
+        return read_user_file(
+            path, "a config.json", MAX_CONFIG_BYTES, hint="; give the path of its config.json"
+        )
+    except UserFileError as error:
+        raise ConfigError(str(error)) from None
 
 
 def load_config_file(path: str | Path) -> ModelSpec:
     """The ModelSpec in a config.json on disk, named after its folder (``Llama-3.1-8B``)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(f"cannot read '{path}': {error.strerror or error}.") from None
+    data = read_config_bytes(path)
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     return model_from_json_text(data, name or "uploaded model")

@@ -1,12 +1,16 @@
 """Ready-to-paste launch settings for a layout: Megatron-LM arguments and a torchtitan config.
 
 Flag names follow Megatron-LM's ``megatron/training/arguments.py`` and torchtitan's job config
-(``[parallelism]``, ``[training]``, ``[activation_checkpoint]`` sections of its train_configs).
-Where a framework lacks a feature the layout uses, a comment line says so instead of guessing.
+(``torchtitan/config/job_config.py``). Where a framework has no setting for part of the layout, a
+``# explorer: key=value`` comment names the tool's value and says what the framework does instead,
+so that ``explorer.importers`` reads the settings back to the same scenario (tests/test_import.py
+checks the round trip over the presets and the search's layouts).
 """
 
 from __future__ import annotations
 
+from explorer.partition import chunk_sizes
+from explorer.precision import precision_policy
 from explorer.specs import Layout, TrainingWorkload
 
 _TORCHTITAN_SCHEDULES = {
@@ -19,7 +23,8 @@ _TORCHTITAN_SCHEDULES = {
 
 
 def megatron_arguments(layout: Layout, workload: TrainingWorkload, num_layers: int) -> list[str]:
-    """Megatron-LM command-line arguments for the layout and workload, one flag per entry."""
+    """Megatron-LM command-line arguments for the layout and workload, one flag per entry
+    (``#`` entries are comments)."""
     args = [
         f"--tensor-model-parallel-size {layout.tp}",
         f"--pipeline-model-parallel-size {layout.pp}",
@@ -39,16 +44,53 @@ def megatron_arguments(layout: Layout, workload: TrainingWorkload, num_layers: i
 
 
 def _megatron_pipeline(layout: Layout, num_layers: int) -> list[str]:
+    pp, v = layout.pp, layout.virtual_stages
     out = []
-    if layout.virtual_stages > 1:
-        per_chunk = num_layers // (layout.pp * layout.virtual_stages)
-        out.append(f"--num-layers-per-virtual-pipeline-stage {max(per_chunk, 1)}")
-    if layout.stage_layers is not None and layout.pp > 1:
-        out.append(f"--decoder-first-pipeline-num-layers {layout.stage_layers[0]}")
-        out.append(f"--decoder-last-pipeline-num-layers {layout.stage_layers[-1]}")
-    if layout.schedule in ("gpipe", "zb-h1", "dualpipe"):
-        out.append(f"# schedule {layout.schedule}: not a Megatron-LM flag; it runs 1F1B")
+    uneven = layout.stage_layers is not None and pp > 1 and len(set(layout.stage_layers)) > 1
+    if uneven:
+        out += _megatron_uneven(layout)
+    elif v > 1 and num_layers % (pp * v) == 0:
+        out.append(f"--num-layers-per-virtual-pipeline-stage {num_layers // (pp * v)}")
+    elif v > 1:
+        out.append(f"--num-virtual-stages-per-pipeline-rank {v}")
+    if layout.first_stage_layers is not None:
+        out.append(f"--decoder-first-pipeline-num-layers {layout.first_stage_layers}")
+    if layout.last_stage_layers is not None:
+        out.append(f"--decoder-last-pipeline-num-layers {layout.last_stage_layers}")
+    if layout.pipeline_layout is not None:  # the string replaces every other stage flag
+        out = [f'--pipeline-model-parallel-layout "{layout.pipeline_layout}"']
+    if layout.schedule in ("gpipe", "zb-h1", "dualpipe") and pp > 1:
+        out.append(
+            f"# explorer: schedule={layout.schedule}: not a Megatron-LM flag; Megatron runs 1F1B"
+        )
     return out
+
+
+def _megatron_uneven(layout: Layout) -> list[str]:
+    """First/last stage layer counts when the middle ranks are even, else the layout string."""
+    layers = layout.stage_layers or ()
+    v = layout.virtual_stages
+    if len(set(layers[1:-1])) <= 1 and all(n % v == 0 for n in layers):
+        out = [
+            f"--decoder-first-pipeline-num-layers {layers[0]}",
+            f"--decoder-last-pipeline-num-layers {layers[-1]}",
+        ]
+        return out + ([f"--num-virtual-stages-per-pipeline-rank {v}"] if v > 1 else [])
+    return [f"--pipeline-model-parallel-layout {pipeline_layout_string(layers, v)}"]
+
+
+def pipeline_layout_string(stage_layers: tuple[int, ...], virtual: int) -> str:
+    """Megatron-Core's ``--pipeline-model-parallel-layout`` for layers per rank: stage
+    c x PP + r holds rank r's chunk c (earlier chunks take the remainder), the embedding on the
+    first stage and the loss on the last."""
+    stages = []
+    for chunk in range(virtual):
+        for total in stage_layers:
+            share, extra = divmod(total, virtual)
+            stages.append("t" * (share + (chunk < extra)))
+    stages[0] = "E" + stages[0]
+    stages[-1] = stages[-1] + "L"
+    return "|".join(stages)
 
 
 def _megatron_sharding(layout: Layout) -> list[str]:
@@ -67,64 +109,223 @@ def _megatron_sharding(layout: Layout) -> list[str]:
 
 
 def _megatron_recompute(layout: Layout) -> list[str]:
+    return _megatron_checkpointing(layout) + _megatron_offload(layout)
+
+
+def _megatron_checkpointing(layout: Layout) -> list[str]:
     if layout.recompute == "none":
         return []
     if layout.recompute == "selective":
-        return ["--recompute-granularity selective"]
+        if layout.recompute_ops:
+            return ["# torchtitan op-level SAC has no Megatron flag; selective core_attn is close"]
+        modules = " ".join(layout.recompute_modules)
+        return ["--recompute-granularity selective", f"--recompute-modules {modules}"]
+    if layout.recompute_every != 1:
+        return [f"# recompute every {layout.recompute_every}th block: torchtitan's, not Megatron's"]
+    layers = layout.recompute_num_layers or 1
     return [
         "--recompute-granularity full",
-        "--recompute-method uniform",
-        "--recompute-num-layers 1",
+        f"--recompute-method {layout.recompute_method}",
+        f"--recompute-num-layers {layers}",
     ]
+
+
+def _megatron_offload(layout: Layout) -> list[str]:
+    out = []
+    if layout.activation_offload:
+        out.append("--fine-grained-activation-offloading")
+        out.append(f"--offload-modules {' '.join(layout.activation_offload)}")
+    if layout.offload_layers:
+        out.append("--cpu-offloading")
+        out.append(f"--cpu-offloading-num-layers {layout.offload_layers}")
+    if layout.optimizer_offload_fraction:
+        out.append("--optimizer-cpu-offload")
+        out.append(f"--optimizer-offload-fraction {layout.optimizer_offload_fraction:g}")
+    if layout.dp_shard is not None and layout.dp_shard != layout.dp:
+        out.append(f"--num-distributed-optimizer-instances {layout.dp // layout.dp_shard}")
+    return out
+
+
+_BF16_MOMENTS = [  # the tool's fp8-mixed keeps bf16 Adam moments (DeepSeek-V3 sec. 3.3.3)
+    "--use-precision-aware-optimizer",
+    "--exp-avg-dtype bf16",
+    "--exp-avg-sq-dtype bf16",
+]
 
 
 def _megatron_precision(workload: TrainingWorkload) -> list[str]:
     flags = {
         "fp32": [],
         "bf16-mixed": ["--bf16"],
-        "bf16-pure": ["--bf16", "# bf16-pure: Megatron always keeps fp32 master weights"],
-        "fp8-mixed": ["--bf16", "--fp8-format hybrid"],
+        "bf16-pure": [
+            "--bf16",
+            "# explorer: precision=bf16-pure: Megatron keeps fp32 master weights anyway",
+        ],
+        "fp8-mixed": ["--bf16", "--fp8-format hybrid", *_BF16_MOMENTS],
     }[workload.precision]
-    if workload.grad_dtype != "bf16" and workload.precision != "fp32":
-        flags = [*flags, "--accumulate-allreduce-grads-in-fp32"]
-    return flags
+    if workload.precision == "fp32":
+        return flags
+    if grad_dtype(workload) == "bf16":
+        return [*flags, "--grad-reduce-in-bf16"]
+    return [*flags, "--accumulate-allreduce-grads-in-fp32"]
 
 
-def torchtitan_config(layout: Layout, workload: TrainingWorkload) -> str:
-    """The ``[parallelism]``, ``[training]`` and ``[activation_checkpoint]`` TOML sections."""
-    shard = layout.dp * layout.cp if layout.zero >= 2 else 1
-    replicate = layout.dp if layout.zero < 2 else 1
+def grad_dtype(workload: TrainingWorkload) -> str:
+    """The gradient buffer's dtype the estimate counts: as given, else the precision's."""
+    if workload.grad_dtype is not None:
+        return workload.grad_dtype
+    return "bf16" if precision_policy(workload.precision).grad_bytes == 2 else "fp32"
+
+
+def torchtitan_config(
+    layout: Layout, workload: TrainingWorkload, num_layers: int | None = None
+) -> str:
+    """The ``[parallelism]``, ``[training]``, ``[activation_checkpoint]`` (and for FP8
+    ``[model]``) TOML sections; ``num_layers`` sets the layers per virtual stage."""
+    fsdp = layout.zero >= 2
+    shard = (layout.dp_shard or layout.dp) if fsdp else 1  # HSDP: shard within, replicate across
     lines = [
         "[parallelism]",
-        f"data_parallel_replicate_degree = {replicate}",
+        f"data_parallel_replicate_degree = {layout.dp // shard}",
         f"data_parallel_shard_degree = {shard}",
         f"tensor_parallel_degree = {layout.tp}",
         f"pipeline_parallel_degree = {layout.pp}",
         f"context_parallel_degree = {layout.cp}",
         f"expert_parallel_degree = {layout.ep}",
+        f"expert_tensor_parallel_degree = {layout.etp}",
     ]
-    if layout.pp > 1:
-        lines.append(f'pipeline_parallel_schedule = "{_TORCHTITAN_SCHEDULES[layout.schedule]}"')
-        lines.append(f"pipeline_parallel_microbatch_size = {layout.micro_batch_size}")
-    if layout.zero == 2:
-        lines.append('fsdp_reshard_after_forward = "never"  # keep params gathered: ZeRO-2-like')
-    if layout.zero == 1:
-        lines.append("# ZeRO-1 has no torchtitan equivalent; FSDP (shard degree) is ZeRO-3")
+    lines += _torchtitan_sharding(layout)
+    lines += _torchtitan_pipeline(layout, num_layers)
     lines += _torchtitan_training(layout, workload)
     return "\n".join(lines) + "\n"
 
 
+def _torchtitan_sharding(layout: Layout) -> list[str]:
+    """FSDP2's resharding for ZeRO-2 / 3; a comment where torchtitan shards otherwise (it has
+    no ZeRO-1, and it applies FSDP over context-parallel ranks whatever the shard degree)."""
+    if layout.zero == 2 or (layout.zero == 3 and not layout.reshard_after_forward):
+        return ['fsdp_reshard_after_forward = "never"  # keep params gathered: ZeRO-2-like']
+    if layout.zero == 3:
+        return ['fsdp_reshard_after_forward = "always"  # ZeRO-3 (default keeps them under PP)']
+    if layout.zero == 1 or layout.cp > 1:
+        return [
+            f"# explorer: zero={layout.zero}: torchtitan has no ZeRO-{layout.zero} here "
+            f"(no ZeRO-1; FSDP over context-parallel ranks)"
+        ]
+    return []
+
+
+def _torchtitan_pipeline(layout: Layout, num_layers: int | None) -> list[str]:
+    if layout.pp == 1:
+        return []
+    v = layout.virtual_stages
+    schedule = "1f1b" if layout.schedule == "interleaved" and v == 1 else layout.schedule
+    lines = [
+        f'pipeline_parallel_schedule = "{_TORCHTITAN_SCHEDULES[schedule]}"',
+        f"pipeline_parallel_microbatch_size = {layout.micro_batch_size}",
+        "pipeline_parallel_first_stage_less_layers = 0  # the tool splits blocks evenly",
+        "pipeline_parallel_last_stage_less_layers = 0",
+    ]
+    lines += _torchtitan_stage_layers(layout, schedule, num_layers)
+    if schedule == "interleaved" and v != 2:
+        if num_layers is not None and num_layers % (layout.pp * v) == 0:
+            lines.append(f"pipeline_parallel_layers_per_stage = {num_layers // (layout.pp * v)}")
+        else:
+            lines.append(f"# explorer: virtual={v}: set pipeline_parallel_layers_per_stage")
+    return lines
+
+
+def rank_layers(layout: Layout, num_layers: int) -> tuple[int, ...]:
+    """Transformer blocks on each pipeline rank as the estimate splits them
+    (``explorer.partition``: balanced, or ``stage_layers``; DualPipe ranks hold two stages)."""
+    sizes = chunk_sizes(num_layers, layout.pp, layout.virtual_stages, layout.stage_layers)
+    pp = layout.pp
+    if layout.schedule == "dualpipe":
+        return tuple(sizes[r] + sizes[pp - 1 - r] for r in range(pp))
+    return tuple(sum(sizes[r::pp]) for r in range(pp))
+
+
+def _torchtitan_stage_layers(layout: Layout, schedule: str, num_layers: int | None) -> list[str]:
+    """``module_fqns_per_model_part`` (one stage per rank) or a comment where torchtitan's own
+    split (even, no embedding weight) would put other layer counts on the ranks."""
+    from explorer.importers.torchtitan_pipeline import dealt_layers
+
+    if schedule == "dualpipe":
+        return []  # DualPipeV's ranks hold half the model's copy each; the estimate's DualPipe two
+    if num_layers is None:
+        if layout.stage_layers is None:
+            return []
+        counts = ",".join(map(str, layout.stage_layers))
+        return [f"# explorer: stage_layers={counts}: set module_fqns_per_model_part"]
+    want = rank_layers(layout, num_layers)
+    if schedule in ("gpipe", "1f1b"):
+        if dealt_layers(layout.pp, num_layers, 0, 0) == list(want):
+            return []
+        return [f"module_fqns_per_model_part = {_module_parts(want)}"]
+    per_rank = layout.virtual_stages if schedule == "interleaved" else 2
+    dealt = dealt_layers(layout.pp * per_rank, num_layers, 0, 0)
+    pp = layout.pp
+    have = tuple(sum(dealt[r::pp]) for r in range(pp))
+    if have == want:
+        return []
+    counts = ",".join(map(str, want))
+    return [f"# explorer: stage_layers={counts}: set module_fqns_per_model_part to match"]
+
+
+def _module_parts(stage_layers: tuple[int, ...]) -> str:
+    """torchtitan's ``module_fqns_per_model_part`` for these layers per stage (llama3 and
+    deepseek_v3 module names)."""
+    parts, start = [], 0
+    for stage, count in enumerate(stage_layers):
+        names = [f"layers.{i}" for i in range(start, start + count)]
+        start += count
+        if stage == 0:
+            names.insert(0, "tok_embeddings")
+        if stage == len(stage_layers) - 1:
+            names += ["norm", "output"]
+        parts.append("[" + ", ".join(f'"{n}"' for n in names) + "]")
+    return "[" + ", ".join(parts) + "]"
+
+
 def _torchtitan_training(layout: Layout, workload: TrainingWorkload) -> list[str]:
-    local_batch = workload.global_batch_size // max(layout.dp, 1)
-    mixed = {"fp32": "float32", "fp8-mixed": "bfloat16"}.get(workload.precision, "bfloat16")
-    return [
+    """Without PP the local batch is the micro-batch (torchtitan accumulates gradients up to the
+    global batch); with PP it is a whole data-parallel share split into micro-batches."""
+    local = layout.micro_batch_size
+    if layout.pp > 1:
+        local = workload.global_batch_size // max(layout.dp, 1)
+    param = "float32" if workload.precision == "fp32" else "bfloat16"
+    lines = [
         "",
         "[training]",
-        f"local_batch_size = {local_batch}",
+        f"local_batch_size = {local}",
         f"global_batch_size = {workload.global_batch_size}",
         f"seq_len = {workload.seq_len}",
-        f'mixed_precision_param = "{mixed}"',
-        "",
-        "[activation_checkpoint]",
-        f'mode = "{layout.recompute}"',
+        f'mixed_precision_param = "{param}"',
     ]
+    if workload.precision == "bf16-pure":
+        lines.append("# explorer: precision=bf16-pure: torchtitan keeps fp32 sharded params")
+    if workload.grad_dtype is not None and workload.precision != "fp32":
+        lines.append(
+            f"# explorer: grad_dtype={workload.grad_dtype}: torchtitan keeps fp32 gradients"
+        )
+    if layout.tp > 1 and not layout.sequence_parallel:
+        lines.append("# explorer: sequence_parallel=off: torchtitan's TP always shards norms")
+    lines += ["", "[activation_checkpoint]", *_torchtitan_checkpointing(layout)]
+    if workload.precision == "fp8-mixed":
+        lines += ["", "[model]", 'converters = ["float8"]']
+    return lines
+
+
+def _torchtitan_checkpointing(layout: Layout) -> list[str]:
+    """torchtitan's activation_checkpoint section: full, layer SAC every n, or op SAC."""
+    if layout.recompute == "full" and layout.recompute_every > 1:
+        return ['mode = "selective"', f'selective_ac_option = "{layout.recompute_every}"']
+    if layout.recompute == "selective":
+        lines = [
+            'mode = "selective"',
+            'selective_ac_option = "op"  # the closest to attention only',
+        ]
+        if not layout.recompute_ops:
+            lines.append("# Megatron's recompute modules are not torchtitan's; op SAC is close")
+        return lines
+    return [f'mode = "{layout.recompute}"']

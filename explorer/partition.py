@@ -12,6 +12,10 @@ Rules (each a small function below):
 - The embedding sits on the rank holding the first chunk; the final norm, LM head and the
   multi-token-prediction modules on the rank holding the last (Megatron-Core GPTModel:
   pre_process / post_process / mtp_process).
+- Uneven pipelines: explicit blocks per rank (``Layout.stage_layers``), Megatron's first and
+  last stage counts (the other ranks split the rest evenly: Megatron-LM
+  --decoder-first/last-pipeline-num-layers), or Megatron's layout string, which also places
+  the embedding, the loss and the MTP modules (``explorer.pipeline_layout``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from explorer.pipeline_layout import check_against_model, parse_pipeline_layout
 from explorer.schedules import group_size
 from explorer.specs import Layout, ModelSpec, ScheduleName
 
@@ -39,17 +44,26 @@ class StagePlan:
     """Holds the final norm, LM head, loss and MTP modules (last chunk)."""
     copies: int = 1
     """Model chunks of one stage's size per stage-equivalent: 2 under DualPipe, else 1."""
+    has_mtp: bool | None = None
+    """Holds the multi-token-prediction modules; None means with the head."""
+    chunk_blocks: tuple[int, ...] = ()
+    """Blocks of each model chunk on this rank, in route order (empty: one chunk)."""
 
     @property
     def num_dense_layers(self) -> int:
         return len(self.layers) - self.num_moe_layers
 
     @property
-    def contents(self) -> tuple[int, int, bool, bool, int]:
+    def holds_mtp(self) -> bool:
+        """Whether the MTP modules (when the model has them) are on this rank."""
+        return self.has_head if self.has_mtp is None else self.has_mtp
+
+    @property
+    def contents(self) -> tuple[int, int, bool, bool, int, bool]:
         """What the memory model reads of a rank: dense and MoE blocks, embedding, head,
-        copies (not which blocks, nor the rank's index)."""
+        copies, MTP (not which blocks, nor the rank's index)."""
         return (self.num_dense_layers, self.num_moe_layers, self.has_embedding, self.has_head,
-                self.copies)  # fmt: skip
+                self.copies, self.holds_mtp)  # fmt: skip
 
 
 def balanced_chunk_sizes(num_layers: int, num_chunks: int) -> tuple[int, ...]:
@@ -94,6 +108,45 @@ def chunk_sizes(
     return tuple(per_rank[c % pp][c // pp] for c in range(pp * virtual))
 
 
+def end_stage_layers(
+    num_layers: int, pp: int, first: int | None, last: int | None
+) -> tuple[int, ...] | None:
+    """Blocks per rank when the first and/or last rank's count is given, the rest split evenly.
+
+    Source: Megatron-LM --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
+    (the middle ranks share the remaining blocks evenly).
+    """
+    if first is None and last is None:
+        return None
+    fixed = (first or 0) + (last or 0)
+    middle = pp - (first is not None) - (last is not None)
+    rest = num_layers - fixed
+    if rest < 0 or (middle == 0 and rest):
+        raise ValueError(
+            f"first_stage_layers and last_stage_layers ({first}, {last}) do not fit the "
+            f"{num_layers} layers on {pp} pipeline ranks"
+        )
+    shares = iter(_even_split(rest, middle) if middle else [])
+    return tuple(
+        first if r == 0 and first is not None else last
+        if r == pp - 1 and last is not None else next(shares)
+        for r in range(pp)
+    )  # fmt: skip
+
+
+def layout_chunk_sizes(model: ModelSpec, layout: Layout) -> tuple[int, ...]:
+    """Blocks per model chunk in route order for ``layout``: its layout string, its first and
+    last stage counts, its blocks per rank, or a balanced split."""
+    if layout.pipeline_layout is not None:
+        chunks = parse_pipeline_layout(layout.pipeline_layout, layout.pp)
+        check_against_model(chunks, model.num_hidden_layers, model.num_nextn_predict_layers)
+        return tuple(c.blocks for c in chunks)
+    stage_layers = layout.stage_layers or end_stage_layers(
+        model.num_hidden_layers, layout.pp, layout.first_stage_layers, layout.last_stage_layers
+    )
+    return chunk_sizes(model.num_hidden_layers, layout.pp, layout.virtual_stages, stage_layers)
+
+
 def _ranks_of_chunks(pp: int, virtual: int, dualpipe: bool) -> tuple[tuple[int, ...], ...]:
     """Pipeline ranks holding each chunk (DualPipe: stage s on ranks s and P-1-s)."""
     if dualpipe:
@@ -106,7 +159,22 @@ def _ranks_of_chunks(pp: int, virtual: int, dualpipe: bool) -> tuple[tuple[int, 
 def pipeline_plan(model: ModelSpec, layout: Layout) -> tuple[StagePlan, ...]:
     """What each pipeline rank holds: blocks, embedding, head, one entry per rank."""
     dualpipe = layout.schedule == "dualpipe" and layout.pp > 1
-    return _plan(model, layout.pp, layout.virtual_stages, dualpipe, layout.stage_layers)
+    if dualpipe and layout.pipeline_layout is not None:
+        raise ValueError("pipeline_layout is Megatron's; it does not describe DualPipe's stages")
+    key = (layout.stage_layers, layout.first_stage_layers, layout.last_stage_layers,
+           layout.pipeline_layout)  # fmt: skip
+    return _plan(model, layout.pp, layout.virtual_stages, dualpipe, key)
+
+
+def _ends(model: ModelSpec, layout: Layout, count: int) -> tuple[int, int, int | None]:
+    """Chunks holding the embedding, the loss and the MTP modules (None: with the loss)."""
+    if layout.pipeline_layout is None:
+        return 0, count - 1, None
+    chunks = parse_pipeline_layout(layout.pipeline_layout, layout.pp)
+    embedding = next(i for i, c in enumerate(chunks) if c.embedding)
+    loss = next(i for i, c in enumerate(chunks) if c.loss)
+    mtp = next((i for i, c in enumerate(chunks) if c.mtp), None)
+    return embedding, loss, mtp
 
 
 @lru_cache(maxsize=1024)
@@ -115,18 +183,26 @@ def _plan(
     pp: int,
     virtual: int,
     dualpipe: bool,
-    stage_layers: tuple[int, ...] | None,
+    key: tuple[tuple[int, ...] | None, int | None, int | None, str | None],
 ) -> tuple[StagePlan, ...]:
-    sizes = chunk_sizes(model.num_hidden_layers, pp, virtual, stage_layers)
+    layout = Layout(
+        pp=pp, virtual_stages=virtual, schedule="interleaved" if virtual > 1 else "1f1b",
+        stage_layers=key[0], first_stage_layers=key[1], last_stage_layers=key[2],
+        pipeline_layout=key[3],
+    )  # fmt: skip
+    sizes = layout_chunk_sizes(model, layout)
     owners = _ranks_of_chunks(pp, virtual, dualpipe)
     held: list[list[int]] = [[] for _ in range(pp)]
+    per_rank: list[list[int]] = [[] for _ in range(pp)]
     start = 0
     for size, ranks in zip(sizes, owners, strict=True):
         for rank in ranks:
             held[rank].extend(range(start, start + size))
+            per_rank[rank].append(size)
         start += size
-    first, last = set(owners[0]), set(owners[-1])
-    copies = 2 if dualpipe else 1
+    embedding, loss, mtp = _ends(model, layout, len(sizes))
+    first, last = set(owners[embedding]), set(owners[loss])
+    mtp_ranks = None if mtp is None else set(owners[mtp])
     return tuple(
         StagePlan(
             stage=rank,
@@ -134,7 +210,9 @@ def _plan(
             num_moe_layers=sum(model.is_moe_layer(i) for i in layers),
             has_embedding=rank in first,
             has_head=rank in last,
-            copies=copies,
+            copies=2 if dualpipe else 1,
+            has_mtp=None if mtp_ranks is None else rank in mtp_ranks,
+            chunk_blocks=tuple(per_rank[rank]),
         )
         for rank, layers in enumerate(held)
     )

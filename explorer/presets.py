@@ -9,6 +9,7 @@ cached and return frozen dataclasses, tuples and read-only mappings: no module s
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -45,6 +46,8 @@ class ModelEntry:
     """Parameters active per token as published (MoE); None for dense models."""
     params_source: str
     """Where the official counts are published (model card, paper table, hub count)."""
+    active_excludes_embedding: bool = False
+    """The published active count leaves out the input embedding table (GPT-OSS, GLM-4.5)."""
     note: str = ""
     """Caveats (what is counted, what was reconstructed)."""
     verified: bool = True
@@ -71,7 +74,16 @@ def _ids(kind: str, suffix: str) -> tuple[str, ...]:
     )
 
 
+def _missing(folder: Path) -> ValueError:
+    return ValueError(
+        f"no presets were found in {folder}: the presets folder is missing or incomplete "
+        "(reinstall the tool or restore presets/ from the repository)"
+    )
+
+
 def _unknown(kind: str, ref: str, choices: tuple[str, ...]) -> ValueError:
+    if not choices:
+        return _missing(PRESETS_DIR / f"{kind.lower()}s")
     return ValueError(f"unknown {kind} {ref!r}; choose one of {', '.join(choices)}")
 
 
@@ -79,6 +91,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as file:
             return tomllib.load(file)
+    except FileNotFoundError:
+        raise _missing(path.parent) from None
+    except OSError as error:
+        raise ValueError(f"cannot read preset file {path}: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"preset file {path.name} is not valid TOML: {error}") from None
 
@@ -138,7 +154,7 @@ def load_model(ref: str) -> ModelSpec:
     if ref in _model_index():
         return _preset_model(ref)
     path = Path(ref)
-    if path.is_file():
+    if os.path.lexists(path):  # a directory, a device or a pipe gets its own sentence
         return load_config_file(path)
     if path.suffix == ".json" or "/" in ref:
         raise ValueError(f"config file '{ref}' does not exist")

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from explorer.limits import MAX_GPUS, MAX_LAYERS, check_at_most
+from explorer.pipeline_layout import parse_pipeline_layout
+
 Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed"]
 Recompute = Literal["none", "selective", "full"]
 ScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"]
@@ -20,6 +23,17 @@ MeshAxis = Literal["tp", "cp", "ep", "dp", "pp"]
 GradDType = Literal["fp32", "bf16"]
 WeightDType = Literal["bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 KvDType = Literal["bf16", "fp8"]
+RecomputeModule = Literal[
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
+]
+"""Megatron-Core ``--recompute-modules`` (TransformerConfig.recompute_modules)."""
+RecomputeMethod = Literal["uniform", "block"]
+"""Megatron-Core ``--recompute-method`` for full recompute."""
+OffloadModule = Literal[
+    "attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"
+]
+"""Megatron-Core ``--offload-modules`` (fine-grained activation offloading): each offloads its
+input activation to host memory in the forward and reloads it before its backward."""
 
 MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 """Default placement of process groups on ranks, innermost (fastest-varying) first."""
@@ -27,6 +41,12 @@ MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16-mixed", "bf16-pure", "fp8-mixed")
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
 SCHEDULES: tuple[ScheduleName, ...] = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe")
+RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = (
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
+)  # fmt: skip
+OFFLOAD_MODULES: tuple[OffloadModule, ...] = (
+    "attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"
+)  # fmt: skip
 
 
 def _positive(obj: object, *names: str) -> None:
@@ -38,11 +58,30 @@ def _positive(obj: object, *names: str) -> None:
             raise ValueError(f"{name} must be positive, got {value!r}")
 
 
+def _bounded(obj: object, *names: str) -> None:
+    """Every named field that is set is finite and at most its limit (explorer.limits)."""
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None:
+            check_at_most(name, value)
+
+
 def _non_negative(obj: object, *names: str) -> None:
     for name in names:
         value = getattr(obj, name)
         if value < 0:
             raise ValueError(f"{name} must be zero or more, got {value!r}")
+
+
+_MODEL_SIZES = (
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "intermediate_size", "vocab_size", "max_position_embeddings", "n_routed_experts",
+    "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "first_k_dense_replace", "moe_layer_freq", "n_group",
+    "topk_group", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+    "v_head_dim", "num_nextn_predict_layers",
+)  # fmt: skip
+"""ModelSpec fields with an upper bound (explorer.limits)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +157,51 @@ class ModelSpec:
     """Per-head width of v (MLA)."""
     num_nextn_predict_layers: int = 0
     """Multi-token-prediction modules (DeepSeek-V3: 1); they share embedding and LM head."""
+    # Block variants of newer architectures (explorer.hf_config; neutral values change nothing).
+    post_norms: bool = False
+    """Norms after attention and after the MLP as well as before (Gemma 2/3: four per block)."""
+    layernorm_bias: bool = True
+    """LayerNorm carries a bias (MPT with no_bias: False); ignored for RMSNorm."""
+    embedding_norm: bool = False
+    """A norm right after the token embedding (BLOOM's word_embeddings_layernorm)."""
+    lm_head_bias: bool = False
+    """A bias on the LM head (Phi-3.5-MoE)."""
+    alibi: bool = False
+    """ALiBi position biases (BLOOM, MPT): no parameters, no position table."""
+    sliding_window: int | None = None
+    """Tokens a windowed attention layer sees (Mistral, Gemma 2/3, Phi-3); None: no window."""
+    window_layers: tuple[int, ...] | None = None
+    """Blocks (0-based) that use sliding_window; None means every block when a window is set."""
+    chunked_attention: bool = False
+    """The window is a chunk (Llama 4): a query sees the keys of its own sliding_window-token
+    chunk only, instead of the sliding_window tokens before it."""
+    attention_sinks: bool = False
+    """A learned sink logit per head and block (GPT-OSS): num_attention_heads parameters."""
+    index_topk: int | None = None
+    """DeepSeek Sparse Attention (V3.2): keys each query attends to, picked by the lightning
+    indexer; None means dense attention."""
+    index_n_heads: int = 0
+    """Lightning-indexer heads (DeepSeek-V3.2: 64); 0 means no indexer."""
+    index_head_dim: int = 0
+    """Lightning-indexer head width (DeepSeek-V3.2: 128)."""
+    shared_expert_gate: bool = False
+    """A 1-output sigmoid gate on the shared expert (Qwen3-Next): hidden_size weights per MoE
+    block."""
+    attn_output_gate: bool = False
+    """A sigmoid gate on the attention output, projected with q (Qwen3-Next: q_proj doubles)."""
+    linear_attention_layers: tuple[int, ...] = ()
+    """Blocks (0-based) with Gated DeltaNet linear attention instead of softmax attention
+    (Qwen3-Next); empty means none."""
+    linear_num_key_heads: int = 0
+    """Linear-attention q/k heads."""
+    linear_key_head_dim: int = 0
+    """Linear-attention q/k head width."""
+    linear_num_value_heads: int = 0
+    """Linear-attention v heads (each keeps a key_head_dim x value_head_dim state)."""
+    linear_value_head_dim: int = 0
+    """Linear-attention v head width."""
+    linear_conv_kernel_dim: int = 0
+    """Width of the causal depthwise convolution over q, k and v (Qwen3-Next: 4)."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -148,6 +232,7 @@ class ModelSpec:
             "v_head_dim",
             "num_nextn_predict_layers",
         )
+        _bounded(self, *_MODEL_SIZES)
         if self.num_attention_heads % self.kv_heads:
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
@@ -212,6 +297,14 @@ class ModelSpec:
     def num_moe_layers(self) -> int:
         return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
 
+    def attention_window(self, index: int) -> int | None:
+        """Tokens block ``index`` attends to (its sliding window), None for full attention."""
+        if self.sliding_window is None:
+            return None
+        if self.window_layers is None or index in self.window_layers:
+            return self.sliding_window
+        return None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
@@ -236,8 +329,22 @@ class GpuSpec:
     """NVLink / Infinity Fabric bandwidth per GPU, one direction, bytes/s."""
     scale_up_domain_size: int = 8
     """GPUs joined by the scale-up links (8 for an HGX board, 72 for NVL72)."""
+    scale_up_fabric: str = "nvlink4"
+    """Scale-up link model, ``presets/fabrics/<id>.toml``: achievable bus bandwidth by message
+    size and whether NVLink SHARP exists (nvlink3, nvlink4, nvlink5, infinity-fabric)."""
+    host_bytes_per_s: float = 64e9
+    """GPU-to-host-memory bandwidth, one direction, bytes/s (activation and optimizer offload):
+    PCIe Gen5 x16 is 64 GB/s (PCI-SIG), NVLink-C2C on Grace Hopper / Blackwell 450 GB/s."""
     source: str = ""
     """Where the figures come from."""
+    tdp_w: float | None = None
+    """Maximum board power (TDP), watts, from the vendor datasheet; None when not published."""
+    power_source: str = ""
+    """Where tdp_w comes from."""
+    price_per_gpu_hour: float | None = None
+    """A published on-demand list price, US dollars per GPU-hour; None when none is published."""
+    price_source: str = ""
+    """The price's page and the date it was read."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -250,7 +357,44 @@ class GpuSpec:
             "hbm_bytes_per_s",
             "scale_up_bytes_per_s",
             "scale_up_domain_size",
+            "host_bytes_per_s",
         )
+        _bounded(
+            self,
+            "memory_bytes",
+            "bf16_flops_per_s",
+            "fp8_flops_per_s",
+            "tf32_flops_per_s",
+            "hbm_bytes_per_s",
+            "scale_up_bytes_per_s",
+            "scale_up_domain_size",
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuredBusbw:
+    """Bus bandwidth of one collective measured at several message sizes (nccl-tests busbw:
+    algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the gathers, scatters and all-to-all)."""
+
+    kind: Literal["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "point-to-point"]
+    """Collective measured."""
+    group_size: int
+    """Ranks in the measured group."""
+    crosses_domains: bool
+    """Whether the measured group spanned scale-up domains (nodes or racks)."""
+    sizes_bytes: tuple[float, ...]
+    """Message sizes, bytes, increasing (nccl-tests' size column: the full buffer)."""
+    busbw_bytes_per_s: tuple[float, ...]
+    """Bus bandwidth at each size, bytes/s."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "group_size")
+        if not self.sizes_bytes or len(self.sizes_bytes) != len(self.busbw_bytes_per_s):
+            raise ValueError("sizes_bytes and busbw_bytes_per_s must be equally long, not empty")
+        if any(b <= a for a, b in zip(self.sizes_bytes, self.sizes_bytes[1:], strict=False)):
+            raise ValueError(f"sizes_bytes must increase, got {self.sizes_bytes!r}")
+        if min(self.sizes_bytes) <= 0 or min(self.busbw_bytes_per_s) <= 0:
+            raise ValueError("measured sizes and bus bandwidths must be positive")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,6 +419,18 @@ class ClusterSpec:
     """Latency of one message across the fabric, seconds."""
     oversubscription: float = 1.0
     """Fabric oversubscription ratio; 1 means non-blocking, 2 halves cross-node bandwidth."""
+    scale_out_fabric: str = "infiniband-ndr"
+    """Scale-out link model, ``presets/fabrics/<id>.toml`` (infiniband-hdr, infiniband-ndr,
+    roce-400g): NCCL's achievable share of the NIC and its latencies."""
+    nvls: bool | None = None
+    """NVLink SHARP (NVLS) all-reduce inside the scale-up domain; None means whatever the
+    scale-up fabric offers (NVSwitch gen 3 and later), False turns it off."""
+    sharp: bool = False
+    """InfiniBand SHARP in-network all-reduce across domains (NCCL CollNet); needs a fabric
+    that offers it (InfiniBand, not RoCE)."""
+    measured_busbw: tuple[MeasuredBusbw, ...] = ()
+    """Measured bus bandwidth by message size (``probe``); where one matches a collective's
+    kind, placement and group size it replaces the fabric model."""
     name: str = "custom"
     """Display name."""
 
@@ -288,8 +444,20 @@ class ClusterSpec:
             "scale_out_bytes_per_s",
         )
         _non_negative(self, "intra_node_latency_s", "inter_node_latency_s")
-        if self.oversubscription < 1:
+        if not self.oversubscription >= 1:
             raise ValueError(f"oversubscription must be at least 1, got {self.oversubscription}")
+        _bounded(
+            self,
+            "gpus_per_node",
+            "num_nodes",
+            "world_size",
+            "scale_up_domain_size",
+            "scale_up_bytes_per_s",
+            "scale_out_bytes_per_s",
+            "intra_node_latency_s",
+            "inter_node_latency_s",
+            "oversubscription",
+        )
 
     @property
     def world_size(self) -> int:
@@ -308,6 +476,59 @@ class ClusterSpec:
     def fabric_bytes_per_s(self) -> float:
         """Effective cross-domain bandwidth per GPU after oversubscription."""
         return self.scale_out_bytes_per_s / self.oversubscription
+
+
+def _check_recipes(layout: Layout) -> None:
+    """The memory-recipe fields of ``layout``: one sentence naming the field when one is wrong."""
+    for name, allowed in (
+        ("recompute_modules", RECOMPUTE_MODULES),
+        ("activation_offload", OFFLOAD_MODULES),
+    ):
+        values = getattr(layout, name)
+        wrong = [v for v in values if v not in allowed]
+        if wrong or len(set(values)) != len(values):
+            raise ValueError(f"{name} must list distinct values of {allowed}, got {values}")
+    if not layout.recompute_modules:
+        raise ValueError("recompute_modules must list at least one module")
+    needs = (  # (field, is set, the recompute it needs)
+        ("recompute_modules", layout.recompute_modules != ("core_attn",), "selective"),
+        ("recompute_ops", layout.recompute_ops, "selective"),
+        ("recompute_method", layout.recompute_method != "uniform", "full"),
+        ("recompute_num_layers", layout.recompute_num_layers is not None, "full"),
+        ("recompute_every", layout.recompute_every != 1, "full"),
+    )
+    for name, is_set, recompute in needs:
+        if is_set and layout.recompute != recompute:
+            raise ValueError(f"{name} needs recompute = {recompute!r}, not {layout.recompute!r}")
+    if layout.recompute_ops and layout.recompute_modules != ("core_attn",):
+        raise ValueError("recompute_ops (torchtitan op-level SAC) excludes recompute_modules")
+    if layout.recompute_every != 1 and layout.recompute_method != "uniform":
+        raise ValueError("recompute_every (torchtitan) excludes recompute_method = 'block'")
+    if layout.offload_layers < 0:
+        raise ValueError(f"offload_layers must be zero or more, got {layout.offload_layers}")
+    if not 0 <= layout.optimizer_offload_fraction <= 1:
+        raise ValueError(
+            f"optimizer_offload_fraction must be in [0, 1], got {layout.optimizer_offload_fraction}"
+        )
+    if layout.dp_shard is not None and layout.dp % layout.dp_shard:
+        raise ValueError(f"dp_shard ({layout.dp_shard}) must divide dp ({layout.dp})")
+    ends = (layout.first_stage_layers, layout.last_stage_layers)
+    if layout.pipeline_layout is not None and (
+        layout.stage_layers or any(e is not None for e in ends)
+    ):
+        raise ValueError("pipeline_layout excludes stage_layers and first/last_stage_layers")
+    if layout.pipeline_layout is not None:
+        chunks = parse_pipeline_layout(layout.pipeline_layout, layout.pp)
+        if len(chunks) != layout.pp * layout.virtual_stages:
+            raise ValueError(
+                f"pipeline_layout has {len(chunks) // layout.pp} chunks per pipeline rank; "
+                f"set virtual_stages = {len(chunks) // layout.pp} (interleaved schedule)"
+            )
+    if layout.stage_layers is not None and any(e is not None for e in ends):
+        raise ValueError("stage_layers excludes first_stage_layers and last_stage_layers")
+    for name, value in zip(("first_stage_layers", "last_stage_layers"), ends, strict=True):
+        if value is not None and (value < 0 or layout.pp == 1):
+            raise ValueError(f"{name} needs pp > 1 and zero or more blocks, got {value}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -343,9 +564,58 @@ class Layout:
     """Transformer blocks on each pipeline stage; None means a balanced split."""
     mesh_order: tuple[MeshAxis, ...] = MESH_ORDER
     """Placement of groups on ranks, innermost first."""
+    # Memory recipes as the frameworks spell them (explorer.memory.recipes checks them).
+    recompute_modules: tuple[RecomputeModule, ...] = ("core_attn",)
+    """Selective recompute: the submodules recomputed (Megatron-Core --recompute-modules; its
+    default core_attn is the attention core of Korthikanti et al. 2022 sec. 5)."""
+    recompute_ops: bool = False
+    """Selective recompute as torchtitan's op-level SAC (selective_ac_option = "op"): each block
+    keeps its input and the outputs of the ops on torchtitan's save list (every second matmul,
+    attention, TP reduce-scatters) and rebuilds the rest."""
+    recompute_method: RecomputeMethod = "uniform"
+    """Full recompute: uniform checkpoints every block (in units of recompute_num_layers);
+    block checkpoints only the first recompute_num_layers blocks of each model chunk."""
+    recompute_num_layers: int | None = None
+    """Full recompute: blocks per checkpointed unit (uniform) or checkpointed blocks per model
+    chunk (block); None means 1 (uniform) or all of them (block)."""
+    recompute_every: int = 1
+    """Full recompute of every n-th block of a rank only (torchtitan selective_ac_option = n);
+    1 means every block."""
+    first_stage_layers: int | None = None
+    """Blocks on the first pipeline rank (Megatron --decoder-first-pipeline-num-layers); None
+    means an even share."""
+    last_stage_layers: int | None = None
+    """Blocks on the last pipeline rank (Megatron --decoder-last-pipeline-num-layers); None
+    means an even share."""
+    pipeline_layout: str | None = None
+    """Megatron --pipeline-model-parallel-layout, e.g. "Et*3|(tt|)*29,m|L": one "|"-separated
+    entry per model chunk (pp x virtual), E embedding, t block, m MTP module, L loss."""
+    activation_offload: tuple[OffloadModule, ...] = ()
+    """Modules whose input activation is offloaded to host memory (Megatron-Core
+    --fine-grained-activation-offloading --offload-modules); () means none."""
+    offload_layers: int = 0
+    """Blocks per pipeline rank whose saved activations all live in host memory between their
+    forward and backward (Megatron --cpu-offloading --cpu-offloading-num-layers, Transformer
+    Engine's CPU offload); 0 means none."""
+    optimizer_offload_fraction: float = 0.0
+    """Share of the master weights and optimizer states kept and updated in host memory
+    (Megatron --optimizer-cpu-offload --optimizer-offload-fraction; 1 is ZeRO-Offload); 0 off."""
+    reshard_after_forward: bool = True
+    """ZeRO-3 / FSDP2: free the gathered weights after each block's forward (True) or keep them
+    until its backward (FSDP2 reshard_after_forward=False)."""
+    dp_shard: int | None = None
+    """HSDP: data-parallel ranks of one ZeRO shard group (torchtitan data_parallel_shard_degree;
+    replicas = dp / dp_shard); None means all dp ranks."""
 
     def __post_init__(self) -> None:
         _positive(self, "dp", "tp", "pp", "cp", "ep", "etp", "micro_batch_size", "virtual_stages")
+        _bounded(self, "dp", "tp", "pp", "cp", "ep", "etp", "micro_batch_size", "virtual_stages")
+        if self.world_size > MAX_GPUS:
+            raise ValueError(
+                f"DP x TP x PP x CP must be at most {MAX_GPUS:,} GPUs (this tool's limit), "
+                f"got {self.world_size:,}"
+            )
+        _positive(self, "recompute_num_layers", "recompute_every", "dp_shard")
         if self.zero not in (0, 1, 2, 3):
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.stage_layers is not None:
@@ -353,8 +623,10 @@ class Layout:
                 raise ValueError(
                     f"stage_layers has {len(self.stage_layers)} entries for pp = {self.pp}"
                 )
-            if any(n < 0 for n in self.stage_layers):
-                raise ValueError(f"stage_layers must be zero or more, got {self.stage_layers}")
+            if any(not 0 <= n <= MAX_LAYERS for n in self.stage_layers):
+                raise ValueError(
+                    f"stage_layers must be between 0 and {MAX_LAYERS:,}, got {self.stage_layers}"
+                )
         if sorted(self.mesh_order) != sorted(MESH_ORDER):
             raise ValueError(f"mesh_order must be a permutation of {MESH_ORDER}")
         if self.virtual_stages > 1 and self.schedule != "interleaved":
@@ -362,6 +634,7 @@ class Layout:
                 f"virtual_stages = {self.virtual_stages} needs the interleaved schedule, "
                 f"not {self.schedule}"
             )
+        _check_recipes(self)
 
     @property
     def world_size(self) -> int:
@@ -389,6 +662,7 @@ class TrainingWorkload:
 
     def __post_init__(self) -> None:
         _positive(self, "seq_len", "global_batch_size")
+        _bounded(self, "seq_len", "global_batch_size")
 
     @property
     def tokens_per_step(self) -> int:
@@ -412,6 +686,7 @@ class ServingWorkload:
 
     def __post_init__(self) -> None:
         _positive(self, "prompt_len", "output_len", "concurrency")
+        _bounded(self, "prompt_len", "output_len", "concurrency")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Final, Literal, cast, get_args
 
 from explorer.calibration import TFLOPS, calibration_table
-from explorer.counting import active_param_counts, param_counts
+from explorer.counting import active_params_as_published, param_counts
 from explorer.presets import load_model, model_entry, model_ids
 from explorer.published_runs import published_table
 from explorer.published_runs import summary as published_summary
@@ -167,7 +167,7 @@ def params_summaries() -> tuple[ErrorSummary, ErrorSummary, int]:
         totals.append((total - entry.official_total_params) / entry.official_total_params)
         exact += total == entry.official_total_params
         if entry.official_active_params:
-            ours = active_param_counts(model).total_without_mtp
+            ours = active_params_as_published(model, entry.active_excludes_embedding)
             active.append((ours - entry.official_active_params) / entry.official_active_params)
     return ErrorSummary.of(totals), ErrorSummary.of(active), exact
 

@@ -95,7 +95,7 @@ def test_text_output_draws_one_line_per_stage(capsys):
             ("--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--virtual", "2"),
             "interleaved",
         ),
-        (("--schedule", "1f1b", "--stages", "0", "--microbatches", "8"), "stages must be"),
+        (("--schedule", "1f1b", "--stages", "0", "--microbatches", "8"), "--stages: must be"),
         (
             ("--schedule", "gpipe", "--stages", "2", "--microbatches", "2", "--forward", "-1"),
             "--forward",

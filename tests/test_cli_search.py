@@ -95,9 +95,9 @@ def test_text_output_lists_the_ranked_layouts(capsys):
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        (["--gpus", "0"], "positive"),
-        (["--top", "0"], "ranked must be at least 1"),
-        (["--mbs-values", "0"], "micro_batch_sizes"),
+        (["--gpus", "0"], "argument --gpus: must be at least 1"),
+        (["--top", "0"], "argument --top: must be at least 1"),
+        (["--mbs-values", "0"], "argument --mbs-values: must be at least 1"),
         (["--model", "no-such-model"], "unknown model"),
     ],
     ids=["zero-gpus", "top-zero", "mbs-zero", "unknown-model"],

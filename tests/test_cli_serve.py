@@ -93,10 +93,10 @@ def test_serve_text_lists_layouts_and_answers(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["--gpus", "0", *SERVING], "must be positive", id="zero-gpus"),
+        pytest.param(["--gpus", "0", *SERVING], "--gpus: must be at least 1", id="zero-gpus"),
         pytest.param(
             ["--gpus", "8", "--prompt-len", "0", "--output-len", "1", "--concurrency", "1"],
-            "prompt_len must be positive",
+            "--prompt-len: must be at least 1",
             id="zero-prompt",
         ),
         pytest.param(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from architecture_configs import ARCHITECTURE_CONFIGS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -298,7 +299,12 @@ JSON_VALUES = st.recursive(
     ),
     max_leaves=8,
 )
-BASES = [*(preset_config(p.stem) for p in sorted(MODELS.glob("*.json"))), QWEN2_MOE, QWEN3_MOE]
+BASES = [
+    *(preset_config(p.stem) for p in sorted(MODELS.glob("*.json"))),
+    QWEN2_MOE,
+    QWEN3_MOE,
+    *ARCHITECTURE_CONFIGS,  # issue 18 (tests/architecture_configs.py)
+]
 
 
 @st.composite

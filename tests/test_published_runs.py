@@ -146,11 +146,22 @@ def test_a_layout_the_core_expresses_carries_no_reason_and_nvfp4_one():
     assert any("NVFP4" in r for r in reasons)
 
 
-def test_recompute_of_some_layers_takes_the_nearer_of_none_and_full():
+def test_recompute_of_some_layers_is_megatron_full_recompute_with_the_block_method():
+    # Megatron-Bridge overrides.py: recompute_num_layers sets granularity full, method block
     few = scenario(_with("mbridge-25.11-h100-llama3-8b-fp8cs", recompute_num_layers=5))
-    most = scenario(_with("mbridge-25.11-h100-llama3-8b-fp8cs", recompute_num_layers=30))
-    assert (few.layout.recompute, most.layout.recompute) == ("none", "full")
-    assert "5 layers" in few.inexact[0]
+    assert (few.layout.recompute, few.layout.recompute_method) == ("full", "block")
+    assert few.layout.recompute_num_layers == 5
+    assert not any("layers" in r for r in few.inexact)
+
+
+def test_memory_recipes_of_the_runs_reach_the_layout():
+    op = scenario(_with("torchtitan-2412-h100-llama31-8b-fsdp8"))
+    assert op.layout.recompute_ops and op.layout.recompute == "selective"
+    modules = scenario(_with("mbridge-26.04.01-b200-deepseek-v3-mxfp8"))
+    assert modules.layout.recompute_modules == ("mla_up_proj", "mlp")
+    assert modules.layout.pipeline_layout == "Et*4|(t*4|)*14tmL"
+    offload = scenario(_with("mbridge-25.11-gb200-llama3-70b-fp8cs-fsdp"))
+    assert offload.layout.offload_layers == 40
 
 
 def test_torchtitan_runs_use_pytorch_memory_and_their_published_gpu():

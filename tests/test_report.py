@@ -51,7 +51,7 @@ EXACT = 1e-12
 """Relative tolerance for numbers that must be the core's own (same function, same inputs)."""
 
 TRAINING_SECTIONS = (
-    "summary", "inputs", "layout", "performance", "memory", "ranking", "schedule",
+    "summary", "inputs", "layout", "performance", "cost", "memory", "ranking", "schedule",
     "communication", "assumptions", "accuracy", "warnings", "launch",
 )  # fmt: skip
 SERVING_SECTIONS = ("summary", "inputs", "serving", "assumptions", "accuracy", "warnings")

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from explorer.hf_config import ConfigError
+from explorer.limits import limit
 from explorer.scenario import (
     DEEPSEEK_V3,
     EXAMPLES,
@@ -58,7 +59,7 @@ scenarios = st.builds(
     cluster=st.builds(
         ClusterInputs,
         gpu=names,
-        gpus_per_node=st.integers(0, 1 << 20),
+        gpus_per_node=st.integers(0, int(limit("gpus_per_node"))),
         num_nodes=st.integers(0, 1 << 20),
         intra_node_GBps=st.none() | st.floats(0.001, 1e6, **finite),
         inter_node_GBps=st.none() | st.floats(0.001, 1e6, **finite),

@@ -33,11 +33,14 @@ W = ServingWorkload(prompt_len=2000, output_len=1000, concurrency=64, weights_dt
 
 def test_kv_transfer_of_one_deepseek_prompt_matches_the_hand_count():
     # MLA latent + rope key: (512 + 64) x 61 blocks x 1 byte (fp8 KV) = 35,136 bytes a token;
-    # 2000 tokens = 70,272,000 bytes over TP2's 2 NICs x 50 GB/s x 0.8 = 80 GB/s: 0.8784 ms
+    # 2000 tokens = 70,272,000 bytes over TP2's 2 NICs of 50 GB/s: at least 0.70272 ms, and
+    # a 35 MB message each reaches most of the line rate (the fabric model of explorer.comm)
     w = replace(W, kv_dtype="fp8")
     t = kv_transfer(DEEPSEEK_V3, H200_TWO_NODES, ServingLayout(tp=2, ep=4), w, A)
     assert t.bytes_per_request == 70_272_000
-    assert t.seconds == pytest.approx(70_272_000 / 80e9, rel=1e-12)
+    line_rate_s = 70_272_000 / (2 * 50e9)
+    assert line_rate_s < t.seconds < 1.2 * line_rate_s
+    assert t.bandwidth_bytes_per_s == pytest.approx(70_272_000 / t.seconds, rel=1e-12)
 
 
 def test_prefill_rate_is_the_step_over_the_prompt_tokens_it_packs():

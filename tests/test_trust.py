@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer import calibration
-from explorer.counting import active_param_counts, param_counts
+from explorer.counting import active_params_as_published, param_counts
 from explorer.presets import load_model, model_entry, model_ids
 from explorer.trust import BUBBLE_CASES, KINDS, expected_error, percent_text
 from explorer.validation_data import HELDOUT_PATH, comparison_table
@@ -122,7 +122,7 @@ def test_params_state_the_error_against_every_published_count():
         totals.append(total / entry.official_total_params - 1)
         exact += total == entry.official_total_params
         if entry.official_active_params:
-            ours = active_param_counts(model).total_without_mtp
+            ours = active_params_as_published(model, entry.active_excludes_embedding)
             active.append(ours / entry.official_active_params - 1)
     statement = expected_error("params")
     assert_states(statement, totals)

@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module of this package and exposes ``NAME``, ``HELP``,
 ``add_arguments(parser)``, ``run(args) -> dict`` (the JSON object) and ``render(result) -> str``
-(the human-readable text). Bad input prints one sentence on stderr and exits with status 2.
+(the human-readable text). Every failure prints one sentence on stderr and exits with status 2
+(``main`` is the one place that catches them); Ctrl-C prints "interrupted." and exits with 130.
+JSON output holds only finite numbers (a non-finite one is written as null).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -25,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "report",
     "scaling",
     "probe",
+    "import_",
 )
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
@@ -38,18 +42,39 @@ class _Parser(argparse.ArgumentParser):
         _fail(f"{self.prog}: {message}")
 
 
+MAX_MESSAGE_CHARS = 400
+"""A failure's sentence is cut to this length (a hostile value can be megabytes long)."""
+
+
 def _fail(message: str) -> NoReturn:
     sentence = " ".join(str(message).split())
+    if len(sentence) > MAX_MESSAGE_CHARS:
+        sentence = sentence[: MAX_MESSAGE_CHARS - 3] + "..."
     sys.stderr.write(sentence.rstrip(".") + ".\n")
     raise SystemExit(2)
 
 
-def _describe(error: Exception) -> str:
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
+
+
+def _describe(error: BaseException) -> str:
+    """One sentence for any failure (the message of a user error; the kind for the others)."""
     if isinstance(error, pydantic.ValidationError):
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         return f"{where}: {first['msg']}" if where else str(first["msg"])
-    return str(error)
+    if isinstance(error, MemoryError):
+        return "out of memory: the request is too large for this machine; ask for less"
+    if isinstance(error, RecursionError):
+        return "the input is nested too deeply to process"
+    if isinstance(error, ArithmeticError):  # ZeroDivisionError, OverflowError
+        return f"cannot compute this input ({type(error).__name__}: {error}); check for zeros"
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])  # str() of a KeyError adds quotes
+    if isinstance(error, UserError | ValueError | OSError):
+        return str(error) or type(error).__name__
+    return f"internal error ({type(error).__name__}: {error}); please report it with the command"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,20 +90,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    module = args._module
+    """Run one subcommand; 0 on success, 2 (one sentence on stderr) on any failure, 130 on
+    Ctrl-C."""
     try:
-        result = module.run(args)
-    except (UserError, ValueError, KeyError, OSError, pydantic.ValidationError) as error:
+        args = build_parser().parse_args(argv)
+        result = args._module.run(args)
+        text = finite_json(result) if args.json else args._module.render(result)
+        sys.stdout.write(text + "\n")
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted.\n")
+        return INTERRUPTED
+    except Exception as error:  # the one place every failure becomes a sentence
         _fail(_describe(error))
-    if args.json:
-        sys.stdout.write(json.dumps(result, default=_jsonable) + "\n")
-    else:
-        sys.stdout.write(module.render(result) + "\n")
     return 0
 
 
-def _jsonable(value: object) -> object:
+def finite_json(value: object) -> str:
+    """``value`` as strict JSON: numpy values as Python ones, non-finite floats as null."""
+    return json.dumps(_finite(value), allow_nan=False)
+
+
+def _finite(value: object) -> object:
     if hasattr(value, "tolist"):
-        return value.tolist()  # numpy scalars and arrays
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+        value = value.tolist()  # numpy scalars and arrays
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

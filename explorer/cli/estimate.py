@@ -27,6 +27,15 @@ from explorer.cli.args import (
     overrides_from,
     workload_from,
 )
+from explorer.cli.cost_args import add_cost, cost_lines, training_cost_json
+from explorer.cli.importing import (
+    LAYOUT_DESTS,
+    WORKLOAD_DESTS,
+    add_import,
+    apply_import,
+    imported_lines,
+    imported_result,
+)
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
@@ -71,6 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_assume(group)
     add_calibration(group)
+    add_import(parser, LAYOUT_DESTS + WORKLOAD_DESTS[:-1])  # estimate takes no --gpus
+    add_cost(parser)
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -113,6 +124,7 @@ def memory_json(result: TrainingMemory) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> dict:
+    apply_import(args)
     model, layout, workload = model_from(args), layout_from(args), workload_from(args)
     cluster = cluster_from(args, layout.world_size)
     compute = precision_policy(workload.precision, workload.grad_dtype).compute
@@ -133,6 +145,14 @@ def run(args: argparse.Namespace) -> dict:
         "comm_warnings": [w for w in step.warnings if w not in result.warnings],
         "assumed": overrides_from(args, assumptions),
         "calibration": calibration_json(args, figures),
+        "imported": imported_result(args),
+        "cost": training_cost_json(
+            args,
+            tokens_per_s=step.tokens_per_s,
+            tokens_per_step=workload.tokens_per_step,
+            num_gpus=layout.world_size,
+            gpu=cluster.gpu,
+        ),
     }
 
 
@@ -160,7 +180,8 @@ def render(result: dict) -> str:
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
-    return "\n".join(lines)
+    lines += cost_lines(result.get("cost"))
+    return "\n".join(lines + imported_lines(result))
 
 
 def _step_lines(result: dict) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from explorer.cli.args import add_model, model_from
+from explorer.cli.args import add_model, model_from, whole
 from explorer.counting import active_param_counts, param_counts
 from explorer.flops import forward_flops_per_token
 
@@ -14,7 +14,9 @@ HELP = "parameter counts of a model by component, total and active per token"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model(parser)
-    parser.add_argument("--seq", type=int, default=4096, help="sequence length for FLOPs/token")
+    parser.add_argument(
+        "--seq", type=whole("seq_len"), default=4096, help="sequence length for FLOPs/token"
+    )
 
 
 def run(args: argparse.Namespace) -> dict:

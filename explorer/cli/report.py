@@ -24,7 +24,15 @@ from explorer.cli.args import (
     add_workload,
     calibration_from,
     overrides_from,
+    recipes_from,
     space_choices,
+)
+from explorer.cli.importing import (
+    LAYOUT_DESTS,
+    WORKLOAD_DESTS,
+    add_import,
+    apply_import,
+    imported_result,
 )
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.report import ReportFormatUnavailable, build_report, report_json, report_markdown
@@ -74,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_space(parser.add_argument_group("search (without LAYOUT, or with --rank)"))
     add_assume(parser)
     add_calibration(parser)
+    # a report's scenario holds no expert TP or gradient dtype (see _unsupported)
+    dests = tuple(d for d in LAYOUT_DESTS + WORKLOAD_DESTS if d not in ("etp", "grad_dtype"))
+    add_import(parser, dests)
 
 
 # ------------------------------------------------------------------------------ scenario
@@ -81,6 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def model_ref(model: str) -> ModelRef:
     """A preset id as a preset reference; a path to a config.json as an upload."""
+    from explorer.hf_config import read_config_bytes
     from explorer.presets import load_model, model_ids
 
     if model in model_ids():
@@ -88,7 +100,7 @@ def model_ref(model: str) -> ModelRef:
     path = Path(model)
     if not path.is_file():
         load_model(model)  # raises the standard sentence (unknown preset or missing file)
-    return model_ref_from_upload(path.read_bytes(), path.name)
+    return model_ref_from_upload(read_config_bytes(path), path.name)
 
 
 def cluster_inputs(args: argparse.Namespace) -> ClusterInputs:
@@ -122,6 +134,7 @@ def layout_inputs(args: argparse.Namespace) -> LayoutInputs:
         dp=dp, tp=tp, pp=pp, cp=cp, ep=args.ep, zero=args.zero, recompute=args.recompute,
         schedule=schedule, virtual_stages=args.virtual,
         sequence_parallel=args.sequence_parallel == "on", micro_batch_size=args.mbs,
+        **recipes_from(args),  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -234,6 +247,7 @@ def output_format(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> dict[str, object]:
     """Build the report, render it, write it; the JSON says what was written."""
+    apply_import(args)
     fmt = output_format(args)
     scenario, result = scenario_and_search(args)
     report = build_report(scenario, search=result)
@@ -260,6 +274,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "suggested_name": file_name(report, fmt),
         "figures": list(report.figure_names) if fmt in ("html", "pdf") and not note else [],
         "note": note,
+        "imported": imported_result(args),
     }
 
 

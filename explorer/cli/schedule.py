@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import cast
 
+from explorer.cli.args import number, whole
+from explorer.limits import limit
 from explorer.schedules import Schedule, StageTimes, Timeline, build_schedule, simulate
 from explorer.specs import SCHEDULES
 
@@ -15,28 +17,34 @@ SPLIT_BACKWARD = ("zb-h1", "dualpipe")
 """Schedules that run the weight gradient W apart from the input gradient B."""
 TEXT_WIDTH = 120
 """Characters per stage line in the text picture."""
+SECONDS = number(limit("pass_s"))
+"""A pass time, s: finite, zero or more, at most explorer.limits' bound."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The schedule, P, M, V, and the per-micro-batch pass times (seconds, the same per stage)."""
     parser.add_argument("--schedule", choices=SCHEDULES, required=True)
-    parser.add_argument("--stages", type=int, required=True, help="pipeline stages P")
-    parser.add_argument("--microbatches", type=int, required=True, help="micro-batches M")
-    parser.add_argument("--virtual", type=int, default=1, help="model chunks per stage V")
-    parser.add_argument("--forward", type=float, default=1.0, help="forward pass F, s")
+    parser.add_argument("--stages", type=whole("stages"), required=True, help="pipeline stages P")
+    parser.add_argument(
+        "--microbatches", type=whole("microbatches"), required=True, help="micro-batches M"
+    )
+    parser.add_argument(
+        "--virtual", type=whole("virtual_stages"), default=1, help="model chunks per stage V"
+    )
+    parser.add_argument("--forward", type=SECONDS, default=1.0, help="forward pass F, s")
     parser.add_argument(
         "--backward",
-        type=float,
+        type=SECONDS,
         default=None,
         help="backward B, s: 2 by default; 1 (the input gradient) for zb-h1 and dualpipe",
     )
     parser.add_argument(
         "--weight",
-        type=float,
+        type=SECONDS,
         default=None,
         help="weight gradient W, s: 1 for zb-h1 and dualpipe, else 0 (added to B when not split)",
     )
-    parser.add_argument("--p2p", type=float, default=0.0, help="stage-to-stage transfer, s")
+    parser.add_argument("--p2p", type=SECONDS, default=0.0, help="stage-to-stage transfer, s")
 
 
 def times_from(args: argparse.Namespace) -> StageTimes:

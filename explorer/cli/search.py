@@ -24,16 +24,27 @@ from explorer.cli.args import (
     calibration_json,
     calibration_lines,
     cluster_from,
+    few,
     model_from,
     overrides_from,
     space_choices,
+    whole,
     workload_from,
 )
+from explorer.cli.cost_args import add_cost, cost_from
+from explorer.cli.importing import (
+    WORKLOAD_DESTS,
+    add_import,
+    apply_import,
+    imported_lines,
+    imported_result,
+)
+from explorer.cost import price_of
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.mesh import SearchSpace
 from explorer.precision import precision_policy
 from explorer.search import search
-from explorer.search.rows import LAYOUT_COLUMNS
+from explorer.search.rows import LAYOUT_COLUMNS, with_cost_column
 from explorer.units import GiB
 
 NAME = "search"
@@ -46,25 +57,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload(parser)
     parser.set_defaults(mbs=None)  # --mbs fixes the micro-batch; by default the space's values
     group = parser.add_argument_group("search")
-    group.add_argument("--top", type=int, default=10, help="layouts to rank (default 10)")
-    add_space(group)
-    group.add_argument("--cp-values", type=int, nargs="+", help="context-parallel degrees")
-    group.add_argument("--ep-values", type=int, nargs="+", help="expert-parallel degrees")
     group.add_argument(
-        "--etp-values", type=int, nargs="+", help="expert-tensor-parallel degrees (default 1)"
+        "--top", type=whole("ranked"), default=10, help="layouts to rank (default 10)"
+    )
+    add_space(group)
+    group.add_argument("--cp-values", type=whole("cp"), nargs="+", help="context-parallel degrees")
+    group.add_argument("--ep-values", type=whole("ep"), nargs="+", help="expert-parallel degrees")
+    group.add_argument(
+        "--etp-values",
+        type=whole("etp"),
+        nargs="+",
+        help="expert-tensor-parallel degrees (default 1)",
     )
     assumptions = parser.add_argument_group("assumptions")
     add_assume(assumptions)
     add_calibration(assumptions)
+    add_import(
+        parser, WORKLOAD_DESTS, "the workload, model and GPU count (the search picks layouts)"
+    )
+    add_cost(parser, training=False)
 
 
 def space_from(args: argparse.Namespace) -> SearchSpace:
     """The search space the flags ask for (defaults where a flag is absent)."""
     chosen: dict[str, Any] = {
         **space_choices(args),
-        "cp_values": args.cp_values,
-        "ep_values": args.ep_values,
-        "etp_values": args.etp_values,
+        "cp_values": few(args.cp_values, "--cp-values"),
+        "ep_values": few(args.ep_values, "--ep-values"),
+        "etp_values": few(args.etp_values, "--etp-values"),
     }
     if args.mbs is not None:  # --mbs fixes the micro-batch
         chosen["micro_batch_sizes"] = (args.mbs,)
@@ -89,6 +109,7 @@ def records(frame: pd.DataFrame) -> list[dict[str, object]]:
 
 
 def run(args: argparse.Namespace) -> dict:
+    apply_import(args)
     model, workload = model_from(args), workload_from(args)
     cluster = cluster_from(args, args.gpus)
     figures = calibration_from(args, cluster, precision_policy(workload.precision).compute)
@@ -99,6 +120,7 @@ def run(args: argparse.Namespace) -> dict:
         assumptions=assumptions,
     )  # fmt: skip
     by_kind = result.rejected.groupby("kind", observed=True)["num_layouts"].sum()
+    price, price_source = price_of(cluster.gpu, cost_from(args))
     return {
         "model": model.name,
         "gpu": cluster.gpu.name,
@@ -106,17 +128,25 @@ def run(args: argparse.Namespace) -> dict:
         "evaluated": result.evaluated,
         "estimated": result.estimated,
         "elapsed_s": result.elapsed_s,
-        "layouts": records(result.layouts),
+        "layouts": records(with_cost_column(result.layouts, args.gpus, price)),
+        "price_per_gpu_hour": price,
+        "price_source": price_source,
         "rejected": records(result.rejected),
         "rejected_by_kind": {str(k): int(v) for k, v in by_kind.items()},
         "assumed": overrides_from(args, assumptions),
         "calibration": calibration_json(args, figures),
+        "imported": imported_result(args),
     }
 
 
 def _layout_text(row: dict) -> str:
     fields = " ".join(f"{k}={row[k]}" for k in LAYOUT_COLUMNS if k not in ("etp",))
     return fields.replace("schedule=", "").replace("recompute=", "rc=")
+
+
+def _cost_text(row: dict) -> str:
+    cost = row.get("cost_per_million_tokens_usd")
+    return "" if cost is None else f"  ${cost:.4f}/M tokens"
 
 
 def render(result: dict) -> str:
@@ -131,6 +161,7 @@ def render(result: dict) -> str:
         lines.append(
             f"  #{rank:<3} {_layout_text(row):<70} step {row['step_time_s']:8.3f} s  "
             f"MFU {100 * row['mfu']:5.1f}%  peak {row['peak_bytes'] / GiB:6.1f} GiB"
+            + _cost_text(row)
         )
     lines.append("  rejected (layouts by rule):")
     for kind, count in sorted(result["rejected_by_kind"].items(), key=lambda kv: -kv[1]):
@@ -138,4 +169,4 @@ def render(result: dict) -> str:
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
-    return "\n".join(lines)
+    return "\n".join(lines + imported_lines(result))

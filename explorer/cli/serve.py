@@ -20,6 +20,8 @@ from explorer.cli.args import (
     model_from,
     serving_from,
 )
+from explorer.cli.cost_args import add_cost, cost_from
+from explorer.cost import serving_cost
 from explorer.memory.serving import MemoryAssumptions, ServingLayout
 from explorer.presets import load_model
 from explorer.report.assumptions import SERVING_PREFIX
@@ -36,6 +38,7 @@ from explorer.serving.capacity import CapacityRow, capacity_rows, capacity_sente
 from explorer.serving.disaggregated import Disaggregated, PoolRate, plan_disaggregated
 from explorer.serving.scheduler import EngineLoad, LoadResult, Percentiles, serve_under_load
 from explorer.serving.speculative import Speculation, SpeculativeDecode, speculative_decode
+from explorer.specs import GpuSpec
 from explorer.units import GiB
 
 NAME = "serve"
@@ -97,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "serving.hbm_efficiency=0.7",
     )
     add_calibration(group)
+    add_cost(parser, training=False)
+    parser.add_argument(
+        "--target-rps",
+        type=float,
+        help="requests per second to serve: replicas and GPUs needed per layout",
+    )
 
 
 def assumptions_from(
@@ -214,6 +223,22 @@ def _under_load(plan: ServingPlan, args: argparse.Namespace, run_args: tuple) ->
     return load_json(best, load, result)
 
 
+def _cost_json(
+    args: argparse.Namespace, e: ServingEstimate, output_len: int, gpu: GpuSpec
+) -> dict[str, object] | None:
+    """Cost per million output tokens at the planned load, and GPUs for --target-rps."""
+    if not e.fits or e.tokens_per_s is None or e.tokens_per_s <= 0:
+        return None  # latency and throughput exist only for a layout that fits
+    return serving_cost(
+        output_tokens_per_s_per_replica=e.tokens_per_s / e.layout.replicas,
+        output_len=output_len,
+        gpus_per_replica=e.layout.gpus_per_replica,
+        gpu=gpu,
+        target_requests_per_s=args.target_rps,
+        assumptions=cost_from(args),
+    ).as_dict()
+
+
 def run(args: argparse.Namespace) -> dict[str, object]:
     model = model_from(args)
     cluster = cluster_from(args, args.gpus)
@@ -230,7 +255,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "gpu_bytes": cluster.gpu.memory_bytes,
         "num_gpus": args.gpus,
         "workload": dataclasses.asdict(workload),
-        "layouts": [estimate_json(e) for e in plan.layouts],
+        "layouts": [
+            {**estimate_json(e), "cost": _cost_json(args, e, workload.output_len, cluster.gpu)}
+            for e in plan.layouts
+        ],
         "rejected": [{**_layout_json(lay), "reason": why} for lay, why in plan.rejected],
         "pareto": [dataclasses.asdict(p) for p in plan.pareto if p.pareto],
         "sweep": [dataclasses.asdict(p) for p in plan.pareto],
@@ -366,8 +394,19 @@ def _row(e: dict) -> str:
     return (
         f"  {e['label']:<20} {fits}  {e['total_bytes'] / GiB:7.1f} GiB  "
         f"max {e['max_concurrency']:>6}  {speed}  "
-        f"prefill {e['prefill_bound']:<13} decode {e['decode_bound']}"
+        f"prefill {e['prefill_bound']:<13} decode {e['decode_bound']}" + _cost_text(e.get("cost"))
     )
+
+
+def _cost_text(cost: dict | None) -> str:
+    if not cost:
+        return ""
+    text = ""
+    if cost["cost_per_million_output_tokens_usd"] is not None:
+        text += f"  ${cost['cost_per_million_output_tokens_usd']:.3f}/M out"
+    if cost["gpus_needed"] is not None:
+        text += f"  {cost['gpus_needed']} GPUs for {cost['target_requests_per_s']:g} req/s"
+    return text
 
 
 def render(result: dict) -> str:

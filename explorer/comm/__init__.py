@@ -1,6 +1,7 @@
 """Communication: process groups on the topology, collective costs, a step's collectives.
 
-``topology`` places groups on scale-up domains; ``collectives`` gives alpha-beta times;
+``topology`` places groups on scale-up domains; ``fabrics`` holds what NCCL reaches on each kind
+of link by message size (``presets/fabrics``); ``links`` and ``collectives`` give times;
 ``step`` and ``data_parallel`` list what a training step moves on each axis, with overlap;
 ``inventory`` gathers a stage's collectives and sums exposed time by kind and axis.
 """
@@ -23,6 +24,7 @@ from explorer.comm.collectives import (
     send_s,
     tree_all_reduce_s,
 )
+from explorer.comm.fabrics import Fabric, Protocol, fabric_ids, load_fabric, ramp
 from explorer.comm.inventory import (
     exposed_by_axis,
     exposed_by_kind,
@@ -45,8 +47,10 @@ __all__ = [
     "Collective",
     "CollectiveKind",
     "CommAssumptions",
+    "Fabric",
     "GroupPlacement",
     "LinkEfficiency",
+    "Protocol",
     "StageContext",
     "all_gather_s",
     "all_reduce_s",
@@ -56,10 +60,13 @@ __all__ = [
     "exposed_by_axis",
     "exposed_by_kind",
     "exposed_in_phase",
+    "fabric_ids",
     "hidden_s",
+    "load_fabric",
     "place_group",
     "place_groups",
     "point_to_point_s",
+    "ramp",
     "reduce_scatter_s",
     "ring_all_gather_s",
     "ring_all_reduce_s",

@@ -1,23 +1,40 @@
-"""Alpha-beta costs of collectives, seconds, on a group's links.
+"""Costs of collectives, seconds, on a group's links, by message size.
 
-Model: a message of S bytes over a link of bandwidth B and latency alpha takes alpha + S / B
-(Hockney; Thakur, Rabenseifner and Gropp 2005, "Optimization of collective communication
-operations in MPICH", IJHPCA 19(1), sec. 2). S is always the full buffer of one rank: the
-reduced buffer of an all-reduce, the gathered output of an all-gather, the input of a
-reduce-scatter, the send buffer of an all-to-all. Bandwidth factors are NCCL's bus-bandwidth
-factors: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n (NVIDIA nccl-tests,
-doc/PERFORMANCE.md). Achievable bandwidth is the link peak times a named efficiency
-(``LinkEfficiency``). Groups that span scale-up domains run hierarchically (intra-domain
-reduce-scatter, inter-domain all-reduce, intra-domain all-gather; the Ultra-Scale Playbook,
-Tazi et al. 2025, "Data parallelism" and NCCL's tree/ring hierarchy).
+S is always the full buffer of one rank: the reduced buffer of an all-reduce, the gathered
+output of an all-gather, the input of a reduce-scatter, the send buffer of an all-to-all (the
+size column of nccl-tests). Bus bytes per rank are NCCL's bus-bandwidth factors times S:
+all-reduce 2(n-1)/n, all-gather, reduce-scatter and all-to-all (n-1)/n (NVIDIA nccl-tests,
+doc/PERFORMANCE.md). On each kind of link (``explorer.comm.fabrics``) a collective takes NCCL's
+fastest algorithm and protocol: latency + bus bytes / bus bandwidth (Hockney's alpha-beta
+model, as NCCL's own tuner, src/graph/tuning.cc), where the bus bandwidth is the fabric's
+published large-message share of the line rate and, where a published sweep exists, the share
+of it reached at that size (``fabrics.ramp``). NVLink SHARP all-reduces inside a domain when the
+cluster has it; InfiniBand SHARP reduces across domains in the switches. Groups that span
+scale-up domains run hierarchically (intra-domain reduce-scatter, inter-domain all-reduce,
+intra-domain all-gather; the Ultra-Scale Playbook, Tazi et al. 2025, "Data parallelism", and
+NCCL's NVLS-tree / tree hierarchy). A measured sweep of the cluster (``ClusterSpec.
+measured_busbw``) replaces the model for the collectives it matches. The pure alpha-beta forms
+(``ring_all_reduce_s`` and the others) are kept as the textbook reference (Thakur, Rabenseifner
+and Gropp 2005, "Optimization of collective communication operations in MPICH", IJHPCA 19(1)).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
+from explorer.comm.links import (
+    all_to_all_link_s,
+    fabric_all_reduce_s,
+    fabric_ring_s,
+    flat_ring_s,
+    intra_all_reduce_s,
+    intra_ring_s,
+    measured_s,
+    send_link_s,
+)
 from explorer.comm.topology import GroupPlacement
 
 CollectiveKind = Literal[
@@ -34,25 +51,27 @@ COLLECTIVE_KINDS: tuple[CollectiveKind, ...] = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LinkEfficiency:
-    """Achievable share of link peak bandwidth for NCCL collectives (bus bandwidth)."""
+    """Multipliers on the bus bandwidth the fabric models give (1 keeps the published figures).
 
-    scale_up: float = 0.8
-    """Share of NVLink peak that NCCL reaches. Source: nccl-tests all_reduce_perf busbw on
-    DGX A100, about 230-240 GB/s of 300 GB/s per direction (NVIDIA nccl-tests PERFORMANCE.md
-    and DGX A100 user guide figures), i.e. ~0.8."""
-    scale_out: float = 0.8
-    """Share of the NIC's line rate that NCCL reaches across nodes. An assumption: InfiniBand
-    NDR/HDR reach ~90% of line rate in ib_write_bw, NCCL's multi-node busbw ~80%."""
+    What NCCL reaches by message size comes from ``presets/fabrics`` (the scale-up fabric of the
+    GPU, the scale-out fabric of the cluster); these scale it for a cluster measured to be
+    slower (below 1) or faster (above 1) than those published figures.
+    """
+
+    scale_up: float = 1.0
+    """Multiplier on the scale-up links' achievable bus bandwidth (NVLink, Infinity Fabric)."""
+    scale_out: float = 1.0
+    """Multiplier on the scale-out fabric's achievable bus bandwidth (InfiniBand, RoCE)."""
 
     def __post_init__(self) -> None:
         for name in ("scale_up", "scale_out"):
             value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise ValueError(f"{name} efficiency must be in (0, 1], got {value!r}")
+            if not 0 < value <= 2:
+                raise ValueError(f"{name} link efficiency must be in (0, 2], got {value!r}")
 
 
 DEFAULT_LINK_EFFICIENCY = LinkEfficiency()
-"""The defaults above."""
+"""The defaults above: the published figures as they are."""
 
 
 def ring_all_reduce_s(size_bytes: float, n: int, bytes_per_s: float, latency_s: float) -> float:
@@ -114,57 +133,47 @@ def point_to_point_s(size_bytes: float, bytes_per_s: float, latency_s: float) ->
     return latency_s + size_bytes / bytes_per_s
 
 
-def _fast(group: GroupPlacement, eff: LinkEfficiency) -> tuple[float, float]:
-    return group.fast_bytes_per_s * eff.scale_up, group.fast_latency_s
-
-
-def _fabric(group: GroupPlacement, eff: LinkEfficiency) -> tuple[float, float]:
-    return group.fabric_bytes_per_s * eff.scale_out, group.fabric_latency_s
-
-
 def all_reduce_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> float:
-    """All-reduce over ``group``, s: inside a domain the faster of ring and tree (NCCL's
-    tuner picks tree or NVLS for small messages, e.g. decode-time TP all-reduces, where the
-    ring's 2(n-1) latency terms dominate); across domains hierarchical.
+    """All-reduce over ``group``, s: inside a domain the faster of the ring and NVLS; across
+    domains the faster of one ring through every rank and the hierarchical form.
 
-    Across D domains with r ranks each: reduce-scatter over r (fast links), all-reduce of the
-    S/r shard among D peers on the fabric (the faster of ring and tree, as NCCL picks),
-    all-gather over r. Source: module docstring (hierarchical all-reduce).
+    Hierarchical, across D domains with r ranks each: reduce-scatter over r (fast links; NVLS
+    where the cluster has it), all-reduce of the S/r shard among D peers on the fabric (the
+    fastest of ring, tree and SHARP, as NCCL picks), all-gather over r (NCCL's NVLS-tree and
+    tree). Source: module docstring; ``links.flat_ring_s`` for the ring.
     """
-    if group.size <= 1:
+    if group.size <= 1 or size_bytes <= 0:
         return 0.0
-    fast_bw, fast_lat = _fast(group, eff)
     if not group.crosses_domains:
-        return min(
-            ring_all_reduce_s(size_bytes, group.size, fast_bw, fast_lat),
-            tree_all_reduce_s(size_bytes, group.size, fast_bw, fast_lat),
-        )
-    r, d = group.ranks_per_domain, group.num_domains
-    fabric_bw, fabric_lat = _fabric(group, eff)
-    shard = size_bytes / r
-    inter = min(
-        ring_all_reduce_s(shard, d, fabric_bw, fabric_lat),
-        tree_all_reduce_s(shard, d, fabric_bw, fabric_lat),
-    )
-    intra = 2 * ring_all_gather_s(size_bytes, r, fast_bw, fast_lat)
-    return intra + inter
+        return intra_all_reduce_s(size_bytes, group.size, group, eff.scale_up)
+    n, r, d = group.size, group.ranks_per_domain, group.num_domains
+    inter = fabric_all_reduce_s(size_bytes / r, d, group, eff.scale_out)
+    hierarchical = intra_all_reduce_s(size_bytes, r, group, eff.scale_up) + inter
+    steps, scales = (2 * (n - 1), 2 * (d - 1)), (eff.scale_up, eff.scale_out)
+    ring = flat_ring_s(size_bytes, 2 * (n - 1) / n * size_bytes, steps, group, scales)
+    return min(hierarchical, ring)
 
 
 def all_gather_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> float:
-    """All-gather of a ``size_bytes`` output over ``group``, s (hierarchical across domains).
+    """All-gather of a ``size_bytes`` output over ``group``, s.
 
-    Across domains: all-gather of S/r among the D domain peers on the fabric, then of S over
-    the r ranks of the domain. Source: module docstring.
+    Across domains the faster of one ring through every rank (NCCL's ring) and the
+    hierarchical form: all-gather of S/r among the D domain peers on the fabric, then of S
+    over the r ranks of the domain. Source: module docstring.
     """
-    if group.size <= 1:
+    n = group.size
+    if n <= 1 or size_bytes <= 0:
         return 0.0
-    fast_bw, fast_lat = _fast(group, eff)
     if not group.crosses_domains:
-        return ring_all_gather_s(size_bytes, group.size, fast_bw, fast_lat)
+        return intra_ring_s(size_bytes, (n - 1) / n * size_bytes, n - 1, group, eff.scale_up)
     r, d = group.ranks_per_domain, group.num_domains
-    fabric_bw, fabric_lat = _fabric(group, eff)
-    inter = ring_all_gather_s(size_bytes / r, d, fabric_bw, fabric_lat)
-    return inter + ring_all_gather_s(size_bytes, r, fast_bw, fast_lat)
+    shard = size_bytes / r
+    inter = fabric_ring_s((d - 1) / d * shard, d - 1, group, eff.scale_out)
+    intra = intra_ring_s(size_bytes, (r - 1) / r * size_bytes, r - 1, group, eff.scale_up)
+    hierarchical = inter + (intra if r > 1 else 0.0)
+    steps, scales = (n - 1, d - 1), (eff.scale_up, eff.scale_out)
+    ring = flat_ring_s(size_bytes, (n - 1) / n * size_bytes, steps, group, scales)
+    return min(hierarchical, ring)
 
 
 def reduce_scatter_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> float:
@@ -176,20 +185,17 @@ def all_to_all_group_s(size_bytes: float, group: GroupPlacement, eff: LinkEffici
     """All-to-all of a ``size_bytes`` send buffer over ``group``, s.
 
     Of a rank's buffer, (g - r)/g leaves the domain through its NIC and (r - 1)/g stays on the
-    fast links; both proceed at once, so the slower sets the time. Source: module docstring;
+    fast links; both proceed at once, so the slower sets the time. Every peer is posted at
+    once (NCCL's grouped send/receive, DeepEP), so one latency. Source: module docstring;
     DeepEP (deepseek-ai/DeepEP README: NVLink and RDMA forwarding run concurrently).
     """
     g = group.size
     if g <= 1 or size_bytes <= 0:
         return 0.0
-    fast_bw, fast_lat = _fast(group, eff)
-    if not group.crosses_domains:
-        return all_to_all_s(size_bytes, g, fast_bw, fast_lat)
-    fabric_bw, fabric_lat = _fabric(group, eff)
-    r = group.ranks_per_domain
-    inter = (g - r) / g * size_bytes / fabric_bw
-    intra = (r - 1) / g * size_bytes / fast_bw
-    return fabric_lat + max(inter, intra)
+    r = group.ranks_per_domain if group.crosses_domains else g
+    inter = (g - r) / g * size_bytes
+    scales = (eff.scale_up, eff.scale_out)
+    return all_to_all_link_s(size_bytes, (r - 1) / g * size_bytes, inter, group, scales)
 
 
 def remote_domains_per_token(top_k: int, num_domains: int, max_domains: int | None) -> float:
@@ -224,13 +230,11 @@ def deduplicated_all_to_all_s(
         return 0.0
     if not group.crosses_domains:
         return all_to_all_group_s(size_bytes, group, eff)
-    fast_bw, _ = _fast(group, eff)
-    fabric_bw, fabric_lat = _fabric(group, eff)
-    per_copy = size_bytes / top_k
     remote = remote_domains_per_token(top_k, group.num_domains, max_domains)
-    inter = remote * per_copy / fabric_bw
-    intra = (group.ranks_per_domain - 1) / group.ranks_per_domain * size_bytes / fast_bw
-    return fabric_lat + max(inter, intra)
+    inter = remote * size_bytes / top_k
+    r = group.ranks_per_domain
+    scales = (eff.scale_up, eff.scale_out)
+    return all_to_all_link_s(size_bytes, (r - 1) / r * size_bytes, inter, group, scales)
 
 
 def send_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> float:
@@ -239,16 +243,31 @@ def send_s(size_bytes: float, group: GroupPlacement, eff: LinkEfficiency) -> flo
     The neighbour is across the fabric when the group spans domains (pipeline stages usually
     do); each GPU uses its own NIC.
     """
-    if group.size <= 1:
+    if group.size <= 1 or size_bytes <= 0:
         return 0.0
-    bw, lat = _fabric(group, eff) if group.crosses_domains else _fast(group, eff)
-    return point_to_point_s(size_bytes, bw, lat)
+    return send_link_s(size_bytes, group, eff.scale_out if group.crosses_domains else eff.scale_up)
 
 
 def collective_s(
     kind: CollectiveKind, size_bytes: float, group: GroupPlacement, eff: LinkEfficiency
 ) -> float:
-    """Seconds of one collective of ``kind`` on ``size_bytes`` over ``group``."""
+    """Seconds of one collective of ``kind`` on ``size_bytes`` over ``group``: a measured
+    sweep of the cluster where one matches, else the fabric model."""
+    return _collective_s(kind, size_bytes, group, eff.scale_up, eff.scale_out)
+
+
+@lru_cache(maxsize=1 << 16)
+def _collective_s(
+    kind: CollectiveKind, size_bytes: float, group: GroupPlacement, up: float, out: float
+) -> float:
+    """``collective_s`` cached on cheap keys (placements hash by identity, multipliers are
+    floats): a search times the same calls on the same cached placements for many layouts."""
+    eff = LinkEfficiency(scale_up=up, scale_out=out)
+    if group.measured and group.size > 1 and size_bytes > 0:
+        scale = out if group.crosses_domains else up
+        found = measured_s(kind, size_bytes, group, scale)
+        if found is not None:
+            return found
     if kind == "all-reduce":
         return all_reduce_s(size_bytes, group, eff)
     if kind == "all-gather":

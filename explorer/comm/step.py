@@ -163,8 +163,10 @@ class Collective:
     def exposed_for(self, passes: PassTimes) -> float:
         """Seconds on the critical path were the pass times ``passes``: the same calls
         hidden behind other compute (a search re-times one set of calls for many)."""
-        t = self.time_s
-        return t - hidden_s(t, self.floor_share * t, self.share, window_s(self.window, passes))
+        t, w = self.time_s, self.window  # hidden_s and window_s inlined: the search's hot path
+        window = w[0] * passes.forward_s + w[1] * passes.backward_s
+        window += w[2] * passes.attention_forward_s
+        return t - max(0.0, min(t - self.floor_share * t, self.share * window))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

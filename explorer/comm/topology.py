@@ -34,7 +34,8 @@ from typing import Literal
 
 import numpy as np
 
-from explorer.specs import ClusterSpec, Layout
+from explorer.comm.fabrics import Fabric, load_fabric
+from explorer.specs import ClusterSpec, Layout, MeasuredBusbw
 
 GroupName = Literal["tp", "cp", "ep", "dp", "pp", "dp_cp", "etp", "edp"]
 """Process groups: the mesh axes, dp_cp (ranks holding the same dense weights: gradient
@@ -44,9 +45,11 @@ _DENSE_AXES = {"dp_cp": ("cp", "dp")}
 _EXPERT_GROUPS = {"ep": ("ep",), "etp": ("etp",), "edp": ("edp",)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GroupPlacement:
-    """Where one process group's ranks sit and which links its collectives use."""
+    """Where one process group's ranks sit and which links its collectives use. Compared and
+    hashed by identity (placements are cached per layout shape), so timing caches keyed on
+    one stay cheap."""
 
     group: GroupName
     """Which process group."""
@@ -63,7 +66,18 @@ class GroupPlacement:
     fast_latency_s: float
     """Latency of one message on the scale-up links, s."""
     fabric_latency_s: float
-    """Latency of one message across the fabric, s."""
+    """Latency of one message across the fabric, s (shown; the collective model takes NCCL's
+    protocol latencies from the fabric models)."""
+    scale_up_fabric: Fabric | None = None
+    """Model of the fast links (``presets/fabrics``); None means NVLink 4."""
+    scale_out_fabric: Fabric | None = None
+    """Model of the scale-out fabric; None means InfiniBand NDR."""
+    nvls: bool = False
+    """Whether all-reduces inside a domain may use NVLink SHARP."""
+    sharp: bool = False
+    """Whether all-reduces across domains may use InfiniBand SHARP."""
+    measured: tuple[MeasuredBusbw, ...] = ()
+    """The cluster's measured sweeps (``ClusterSpec.measured_busbw``)."""
 
     @property
     def crosses_domains(self) -> bool:
@@ -159,6 +173,7 @@ def _placement(
     members = tuple(a in axes for a in order)
     size = math.prod(size_of[a] for a in axes)
     per_domain, domains = _span(ordered, members, cluster.domain_size)
+    up, out, nvls, sharp = placement_links(cluster)
     return GroupPlacement(
         group=group,
         size=size,
@@ -168,7 +183,22 @@ def _placement(
         fabric_bytes_per_s=cluster.fabric_bytes_per_s,
         fast_latency_s=cluster.intra_node_latency_s,
         fabric_latency_s=cluster.inter_node_latency_s,
+        scale_up_fabric=up,
+        scale_out_fabric=out,
+        nvls=nvls,
+        sharp=sharp,
+        measured=cluster.measured_busbw,
     )
+
+
+@lru_cache(maxsize=256)
+def placement_links(cluster: ClusterSpec) -> tuple[Fabric, Fabric, bool, bool]:
+    """(scale-up fabric, scale-out fabric, NVLS, SHARP) of a ``GroupPlacement`` on ``cluster``:
+    NVLS where the scale-up fabric offers it unless the cluster turns it off, SHARP where the
+    cluster asks and the fabric offers it (explorer.comm.fabrics)."""
+    up, out = load_fabric(cluster.gpu.scale_up_fabric), load_fabric(cluster.scale_out_fabric)
+    nvls = up.nvls_share > 0 and cluster.nvls is not False
+    return up, out, nvls, cluster.sharp and out.sharp_latency_s is not None
 
 
 def place_group(group: GroupName, cluster: ClusterSpec, layout: Layout) -> GroupPlacement:

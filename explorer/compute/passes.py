@@ -20,6 +20,7 @@ from explorer.compute.kernels import (
     kernel_efficiency,
     peak_flops_per_s,
 )
+from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
 from explorer.precision import precision_policy
 from explorer.specs import GpuSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
@@ -127,15 +128,18 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     Ledger: forward = GEMM FLOPs / (peak x efficiency) + memory-bound bytes / HBM; input
     gradient = 1 x the linear forward + 2 x the attention core (dS, dQ, dK, dV: two products
     per forward one; the core has no weights) + 2 x the memory-bound bytes; weight gradient =
-    1 x the linear forward; full recompute repeats the blocks' forward, selective the
-    attention core's (Korthikanti et al. 2022, arXiv:2205.05198, sec. 5).
+    1 x the linear forward; recompute repeats the shares of the forward that the layout's
+    recipe recomputes (explorer.compute.recompute: full the blocks', selective the attention
+    core's; Korthikanti et al. 2022, arXiv:2205.05198, sec. 5).
     Source: explorer.flops convention; module docstring.
     """
     f = _forward(work, ctx)
     gemms = f.linear + f.head + f.expert
     attention = f.attention + f.attention_memory_bound
-    blocks = f.linear + f.expert + f.attention + f.memory_bound
-    recompute = {"none": 0.0, "selective": attention, "full": blocks}[ctx.layout.recompute]
+    r = recompute_shares(ctx.model, ctx.layout, work.num_layers, work.num_moe_layers,
+                         ctx.workload.seq_len)  # fmt: skip
+    recompute = r.linear * f.linear + r.expert * f.expert + r.attention * attention
+    recompute += r.memory_bound * (f.memory_bound - f.attention_memory_bound)
     return PassTimes(
         forward_s=gemms + f.attention + f.memory_bound,
         backward_input_s=gemms + 2 * f.attention + 2 * f.memory_bound,

@@ -31,9 +31,11 @@ from explorer.compute import (
     pass_times,
     stage_work,
 )
+from explorer.estimate.offload import HostCopies
 from explorer.estimate.pipeline import PipelineModel
 from explorer.memory import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
-from explorer.partition import chunk_sizes, pipeline_plan
+from explorer.memory.activations import expert_load
+from explorer.partition import layout_chunk_sizes, pipeline_plan
 from explorer.precision import precision_policy
 from explorer.schedules import StageTimes
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
@@ -44,7 +46,8 @@ class EstimateAssumptions:
     """Every adjustable assumption behind a step-time estimate, by model."""
 
     memory: TrainingAssumptions = DEFAULT_TRAINING_ASSUMPTIONS
-    """Memory model (its ``moe_imbalance`` also scales expert compute and all-to-all bytes)."""
+    """Memory model (its expert load, ``moe_capacity_factor`` or ``moe_imbalance``, also
+    scales expert compute and all-to-all bytes)."""
     compute: ComputeAssumptions = DEFAULT_COMPUTE_ASSUMPTIONS
     """Kernel efficiency, HBM efficiency, attention FLOP convention."""
     comm: CommAssumptions = DEFAULT_COMM_ASSUMPTIONS
@@ -70,7 +73,10 @@ class StageTime:
     collectives: tuple[Collective, ...]
     """Every collective of the part, with time and exposure."""
     optimizer_s: float
-    """Optimizer step on one GPU of the part, s."""
+    """Optimizer step on one GPU of the part, s (with optimizer offload's host copies)."""
+    offload_s: float = 0.0
+    """Activation offload: host copies of one micro-batch the pass cannot hide, in the forward
+    (device to host) and again in the backward (host to device), s each."""
     exposed_s: tuple[float, float, float] = field(init=False, repr=False, compare=False)
     """Exposed communication in the forward, backward and step phases, s (derived)."""
 
@@ -82,12 +88,13 @@ class StageTime:
     @property
     def forward_s(self) -> float:
         """Forward of one micro-batch with its exposed communication, s."""
-        return self.compute.forward_s + self.exposed_s[0]
+        return self.compute.forward_s + self.exposed_s[0] + self.offload_s
 
     @property
     def backward_s(self) -> float:
         """Input-gradient backward and recompute with exposed communication, s."""
-        return self.compute.backward_input_s + self.compute.recompute_s + self.exposed_s[1]
+        backward = self.compute.backward_input_s + self.compute.recompute_s + self.exposed_s[1]
+        return backward + self.offload_s
 
     @property
     def weight_s(self) -> float:
@@ -108,7 +115,7 @@ class StageTime:
 def parts(model: ModelSpec, layout: Layout) -> tuple[tuple[tuple[int, ...], bool, bool], ...]:
     """(blocks, holds the embedding, holds the head) of each part, in schedule order."""
     if layout.schedule == "dualpipe" and layout.pp > 1:
-        sizes = chunk_sizes(model.num_hidden_layers, layout.pp, 1, layout.stage_layers)
+        sizes = layout_chunk_sizes(model, layout)
         starts = [sum(sizes[:i]) for i in range(len(sizes))]
         last = len(sizes) - 1
         return tuple(
@@ -133,7 +140,7 @@ def stage_context(
         seq_len=workload.seq_len,
         groups=place_groups(cluster, layout),
         assumptions=assumptions.comm,
-        moe_imbalance=assumptions.memory.moe_imbalance if model.is_moe else 1.0,
+        moe_imbalance=expert_load(model, assumptions.memory),
     )
 
 
@@ -183,13 +190,15 @@ def stage_times(
         passes, collectives, optimizer = memo[work]
         if first or last:  # the ends of a tied embedding reduce its gradient once a step
             collectives += tuple(tied_embedding_collectives(ctx, first, last))
+        host = HostCopies(model, cluster, layout, workload, assumptions.memory)
         out.append(
             StageTime(
                 stage=index,
                 layers=layers,
                 compute=passes,
                 collectives=collectives,
-                optimizer_s=optimizer,
+                optimizer_s=host.optimizer_s(work, optimizer),
+                offload_s=host.activation_s(layers, passes),
             )
         )
     return tuple(out)

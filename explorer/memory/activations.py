@@ -71,6 +71,7 @@ from functools import lru_cache
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.attention import attention_core_tensors, gqa_tensors, mla_tensors
 from explorer.memory.frameworks import activation_storage, framework_behaviour
+from explorer.memory.recompute import RecomputePolicy, as_policy, selective_tensors
 from explorer.memory.tensors import (
     FP8_BYTES,
     FP32_BYTES,
@@ -146,6 +147,19 @@ def ffn_tensors(
     )
 
 
+def expert_load(model: ModelSpec, a: TrainingAssumptions) -> float:
+    """Tokens the busiest GPU's experts process, as a multiple of the mean (1 for a dense model):
+    the capacity factor when tokens beyond it are dropped (Megatron-Core
+    --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity: experts run at
+    capacity), else the dropless imbalance assumption.
+
+    Source: Fedus et al. 2021 (arXiv:2101.03961) sec. 2.2 (expert capacity).
+    """
+    if not model.is_moe:
+        return 1.0
+    return a.moe_capacity_factor if a.moe_capacity_factor is not None else a.moe_imbalance
+
+
 def routed_tokens(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) -> float:
     """Token copies the routed experts on one GPU process per micro-batch.
 
@@ -153,8 +167,7 @@ def routed_tokens(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) 
     all-gathered over expert-TP; capacity factor (Fedus et al. 2021, arXiv:2101.03961) or the
     dropless imbalance assumption for the busiest GPU.
     """
-    margin = a.moe_capacity_factor if a.moe_capacity_factor is not None else a.moe_imbalance
-    return x.sp_tokens * model.num_experts_per_tok * x.etp * margin
+    return x.sp_tokens * model.num_experts_per_tok * x.etp * expert_load(model, a)
 
 
 def moe_tensors(
@@ -237,7 +250,34 @@ def block_tensors(
         sp_h = x.sp_tokens * model.hidden_size
         out.append(saved("attention residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
         out.append(saved("MLP residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
-    return tuple(out)
+    return _fp8_gemm_inputs(tuple(out), kind, a)
+
+
+FP8_GEMM_INPUTS = frozenset(
+    {"QKV projection input", "down-projection input", "query latent, normalised",
+     "key-value latent, normalised", "attention output", "MLP SwiGLU product",
+     "MLP activation output", "dispatched tokens", "expert SwiGLU product",
+     "expert activation output", "shared expert SwiGLU product",
+     "shared expert activation output"}
+)  # fmt: skip
+"""Saved tensors that are inputs of Transformer Engine FP8 GEMMs (Linear / LayerNormLinear /
+GroupedLinear): the QKV (MLA: down- and up-) projections, the output projection, fc1 (the
+dense MLP input, below) and fc2 of dense MLPs, routed and shared experts."""
+
+
+def _fp8_gemm_inputs(
+    tensors: tuple[SavedTensor, ...], kind: LayerKind, a: TrainingAssumptions
+) -> tuple[SavedTensor, ...]:
+    """``tensors`` with the FP8 GEMMs' saved inputs at ``a.fp8_linear_input_bytes``.
+
+    The MoE MLP input stays in the activation dtype (the router reads it in bf16).
+    Source: Transformer Engine linear.py / layernorm_linear.py (see the assumption).
+    """
+    width = a.fp8_linear_input_bytes
+    if width is None:
+        return tensors
+    names = FP8_GEMM_INPUTS | ({"MLP input"} if kind == "dense" else set())
+    return tuple(replace(t, bytes_per_element=width) if t.name in names else t for t in tensors)
 
 
 @lru_cache(maxsize=1024)
@@ -271,15 +311,18 @@ def block_activation_bytes(
     kind: LayerKind,
     x: ActivationShape,
     a: TrainingAssumptions,
-    recompute: Recompute,
+    recompute: Recompute | RecomputePolicy,
 ) -> float:
-    """Activation bytes one block keeps for one micro-batch on one GPU, after recomputation.
+    """Activation bytes one block keeps on the GPU for one micro-batch, after recomputation.
 
     Source: Korthikanti et al. 2022 sec. 5: selective recompute drops the attention core's
     tensors; full recompute keeps only the block input (2 s b h, sharded by SP as Megatron-LM
-    checkpoints it).
+    checkpoints it). A ``RecomputePolicy`` names the recipe (recompute modules, torchtitan's
+    op-level SAC, offloaded modules: ``explorer.memory.recompute``); with full granularity this
+    is a checkpointed block (which blocks are: ``recompute.checkpoint_counts``).
     """
-    if recompute == "full":
+    p = as_policy(recompute)
+    if p.granularity == "full":
         return x.sp_tokens * model.hidden_size * x.dtype_bytes
-    tensors = block_tensors(model, kind, x, a)
-    return sum(t.bytes for t in tensors if not (recompute == "selective" and t.core))
+    kept = selective_tensors(model, kind, x, a, p, block_tensors(model, kind, x, a))
+    return sum(t.bytes for t in kept)

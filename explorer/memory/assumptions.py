@@ -144,6 +144,27 @@ class TrainingAssumptions:
     the permuted probabilities, whose WeightedSwiGLUFunction saves its input and the probabilities
     only, and MoEAlltoAllTokenDispatcher unpermutes without probabilities; pytorch no: torchtitan's
     DeepSeek-V3 multiplies the expert outputs by the scores, score_before_experts=False)."""
+    pipeline_keeps_unsharded: bool | None = None
+    """ZeRO-3 with pipeline parallelism keeps every weight of the stage gathered and every
+    gradient unsharded until the last micro-batch's backward. None follows the framework
+    (megatron no; pytorch yes: torch.distributed.pipelining stage.py backward_maybe_with_nosync
+    sets reshard_after_backward and requires_gradient_sync False before the last backward, and
+    torchtitan's apply_fsdp does not reshard after forward under PP)."""
+    fp8_linear_input_bytes: float | None = None
+    """Transformer Engine FP8 recipes: bytes per element of each FP8 GEMM's saved input (QKV
+    and MLA down-projection inputs, the attention output, the MLP and expert inputs of fc1 and
+    fc2), quantized as the forward cast it: 1 for per-tensor scaling (delayed or current),
+    1 + 1/32 for MXFP8 (an E8M0 scale per 32 elements), 1 + 4/128 for 1 x 128 blockwise. None
+    keeps them in the activation dtype (torchao float8 saves its high-precision inputs).
+    Source: Transformer Engine pytorch/module/linear.py and layernorm_linear.py (the quantized
+    input, or layer-norm output, is what the backward's wgrad GEMM reads)."""
+    fp8_weight_copy_bytes: float = 0.0
+    """Transformer Engine FP8 recipes: bytes per GEMM weight of the cached FP8 copies (row-wise
+    for the forward, column-wise / transposed for dgrad: 2 with per-tensor scaling, 2 x
+    (1 + 1/32) with MXFP8), kept across micro-batches and steps; 0 means none (bf16 GEMMs, or
+    weight caching off). Source: Transformer Engine TransformerEngineBaseModule
+    get_weight_workspace (cache_name, is_first_microbatch); Megatron-Core TELinear passes
+    is_first_microbatch unless --disable-parameter-transpose-cache."""
     activation_recipe: ActivationRecipe = "standard"
     """Preset of the three switches below. standard: every saved tensor in the activation dtype,
     nothing recomputed but what ``Layout.recompute`` says. deepseek-v3: all three on, as the
@@ -166,7 +187,15 @@ class TrainingAssumptions:
     report sec. 3.3.3, Low-Precision Activation (2); comparable Megatron-Core options:
     --activation-func-fp8-input-store with --recompute-modules moe_act."""
 
+    offload_overlap: float = 1.0
+    """Activation offload: share of a pass's compute that the host copies run beside (a side
+    stream); the rest of a longer copy is exposed. An assumption: 1 means a copy is hidden
+    whenever it is shorter than the pass. Source: Megatron-Core fine-grained activation
+    offloading (asynchronous D2H / H2D on its own stream)."""
+
     def __post_init__(self) -> None:
+        if not 0 <= self.offload_overlap <= 1:
+            raise ValueError(f"offload_overlap must be in [0, 1], got {self.offload_overlap}")
         for name in ("dropout_mask_bytes", "moe_imbalance", "router_logits_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
@@ -185,7 +214,15 @@ class TrainingAssumptions:
                 "activation_recipe must be 'standard' or 'deepseek-v3', "
                 f"got {self.activation_recipe!r}"
             )
-        for name in ("loss_backward_bytes_per_logit", "optimizer_step_temporaries"):
+        if self.fp8_weight_copy_bytes < 0:
+            raise ValueError(
+                f"fp8_weight_copy_bytes must be zero or more, got {self.fp8_weight_copy_bytes}"
+            )
+        for name in (
+            "loss_backward_bytes_per_logit",
+            "optimizer_step_temporaries",
+            "fp8_linear_input_bytes",
+        ):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be zero or more (or None), got {value!r}")

@@ -39,6 +39,9 @@ class FrameworkBehaviour:
     """Adam-state-sized temporaries per local parameter during the optimizer step (CR-8)."""
     moe_probs_in_experts: bool
     """Routing probabilities weight the experts' activation; the combine saves no expert outputs."""
+    pipeline_keeps_unsharded: bool = False
+    """ZeRO-3 under pipeline parallelism keeps every weight gathered and every gradient
+    unsharded until the last micro-batch's backward (torch.distributed.pipelining)."""
 
 
 MEGATRON = FrameworkBehaviour(
@@ -64,6 +67,10 @@ PYTORCH = FrameworkBehaviour(
     loss_parallel_extra_bytes_per_logit=4.0,  # measured: llama8b-tp4-bf16-pure-s4096-b1
     optimizer_step_temporaries=1.0,  # measured: small-fp32-s1024-b1 (_foreach_sqrt(exp_avg_sq))
     moe_probs_in_experts=False,  # torchtitan MoE: routed_output x top_scores after the experts
+    # torch/distributed/pipelining/stage.py backward_maybe_with_nosync: FSDP modules run
+    # set_reshard_after_backward(False) and set_requires_gradient_sync(False) but on the last
+    # backward; torchtitan's apply_fsdp sets reshard_after_forward=False under PP as well
+    pipeline_keeps_unsharded=True,
 )
 """PyTorch as torchtitan runs it: FSDP2, DTensor TP/SP with loss_parallel, foreach AdamW."""
 
@@ -81,6 +88,7 @@ _OVERRIDES = (
     "loss_backward_bytes_per_logit",
     "optimizer_step_temporaries",
     "moe_probs_in_experts",
+    "pipeline_keeps_unsharded",
 )
 
 
@@ -126,6 +134,11 @@ _SWITCH_WORDS = (
         "tp_full_embedding_grad",
         "whole embedding gradient per TP rank",
         "vocab-split embedding grad",
+    ),
+    (
+        "pipeline_keeps_unsharded",
+        "ZeRO-3 under PP keeps weights gathered and gradients unsharded",
+        "ZeRO-3 under PP reshards per micro-batch",
     ),
 )
 """(switch, words when on, words when off)."""

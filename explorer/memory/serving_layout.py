@@ -161,6 +161,36 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: KvDType) -> float:
     return model.num_hidden_layers * kv_bytes_per_token_per_layer(model, kv_dtype)
 
 
+def kv_cache_bytes_per_sequence(
+    model: ModelSpec,
+    kv_dtype: KvDType,
+    context_tokens: int,
+    layers: tuple[int, ...] | None = None,
+) -> float:
+    """KV cache bytes of one sequence of ``context_tokens`` over ``layers`` (None: all blocks),
+    whole model width, windows applied.
+
+    A sliding-window block keeps only its last ``sliding_window`` tokens (Mistral 7B,
+    arXiv:2310.06825, sec. 2 "rolling buffer cache"); a chunked block (Llama 4) at most one
+    chunk; full-attention blocks keep every token. A Gated DeltaNet block (Qwen3-Next) keeps no
+    KV but a fixed state: a d_k x d_v fp32 matrix per value head and the last kernel - 1
+    inputs of its convolution (vLLM's Mamba-style state cache).
+    """
+    per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
+    blocks = range(model.num_hidden_layers) if layers is None else layers
+    linear = [i for i in blocks if i in model.linear_attention_layers]
+    kept = (
+        min(context_tokens, model.attention_window(i) or context_tokens)
+        for i in blocks
+        if i not in model.linear_attention_layers
+    )
+    key_dim = model.linear_num_key_heads * model.linear_key_head_dim
+    value_dim = model.linear_num_value_heads * model.linear_value_head_dim
+    state = value_dim * model.linear_key_head_dim * BYTES_PER_DTYPE["fp32"]
+    conv = (2 * key_dim + value_dim) * max(0, model.linear_conv_kernel_dim - 1)
+    return per_layer * sum(kept) + len(linear) * (state + conv * BYTES_PER_DTYPE[kv_dtype])
+
+
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
     """K/V heads one TP rank holds: kv_heads / tp, at least 1 (replicated when tp > kv_heads).
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.breakdown import MemoryBreakdown
 from explorer.memory.frameworks import FrameworkBehaviour
+from explorer.memory.recompute import RecomputePolicy, recompute_policy
 from explorer.memory.tensors import ActivationShape
 from explorer.specs import GpuSpec, Layout, ModelSpec, PrecisionPolicy
 
@@ -33,6 +34,11 @@ class TrainingSetting:
     """Communication, runtime and headroom, the same on every GPU."""
     communication: tuple[tuple[str, float], ...] = ()
     """NCCL buffers per communicator, the same on every GPU."""
+
+    @property
+    def recompute(self) -> RecomputePolicy:
+        """The layout's recompute and activation-offload recipe."""
+        return recompute_policy(self.layout)
 
     @property
     def grads_held(self) -> bool:

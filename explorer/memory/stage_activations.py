@@ -7,15 +7,26 @@ step (backward start, one block's backward, optimizer step): ``phases.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.memory.activations import (
     block_activation_bytes,
+    block_tensors,
     input_tokens,
     rebuilt_activation_bytes,
 )
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.frameworks import activation_storage
+from explorer.memory.recompute import (
+    RecomputePolicy,
+    as_policy,
+    checkpoint_counts,
+    offloaded_layer_counts,
+    offloaded_tensors,
+    rebuilt_bytes,
+    selective_tensors,
+    unit_blocks,
+)
 from explorer.memory.tensors import (
     ActivationShape,
     LayerKind,
@@ -57,7 +68,10 @@ def embedding_activation_bytes(x: ActivationShape, a: TrainingAssumptions, hidde
 
 
 def mtp_activation_bytes(
-    model: ModelSpec, x: ActivationShape, a: TrainingAssumptions, recompute: Recompute
+    model: ModelSpec,
+    x: ActivationShape,
+    a: TrainingAssumptions,
+    recompute: Recompute | RecomputePolicy,
 ) -> float:
     """Bytes the multi-token-prediction modules save per micro-batch on the last stage.
 
@@ -81,23 +95,43 @@ def mtp_activation_bytes(
 
 
 def recompute_working_bytes(
-    model: ModelSpec, plan: StagePlan, x: ActivationShape, a: TrainingAssumptions, r: Recompute
+    model: ModelSpec,
+    plan: StagePlan,
+    x: ActivationShape,
+    a: TrainingAssumptions,
+    r: Recompute | RecomputePolicy,
 ) -> float:
-    """Bytes one block rebuilds during its backward under recomputation (largest block kind).
+    """Bytes one block rebuilds or reloads during its backward (largest block kind).
 
-    Full: the whole block's tensors; selective: the attention core's (s^2 terms when classic);
-    plus what the activation recipe rebuilds (``rebuilt_activation_bytes``). Source: Chen et al.
+    Full: the whole block's tensors (a uniform unit of n blocks: n of them); selective: what
+    the recipe drops, the larger sub-layer's (Megatron modules) or the whole block's
+    (torchtitan op SAC); plus what the activation recipe rebuilds (``rebuilt_activation_bytes``)
+    and one block's offloaded tensors, back on the GPU for its backward. Source: Chen et al.
     2016 (arXiv:1604.06174) sec. 3; Korthikanti et al. 2022 sec. 5.
     """
+    p = as_policy(r)
+    dense, moe, _ = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
+    full = p.granularity == "full"
     kinds: list[LayerKind] = ["moe"] if plan.num_moe_layers else []
     kinds += ["dense"] if plan.num_dense_layers else []
+    on_gpu = replace(p, offload=frozenset()) if p.granularity != "full" else RecomputePolicy()
 
-    def rebuilt(k: LayerKind) -> float:
-        kept = 0.0 if r == "full" else block_activation_bytes(model, k, x, a, r)
-        layout = block_activation_bytes(model, k, x, a, "none") - kept if r != "none" else 0.0
-        return layout + rebuilt_activation_bytes(model, k, x, a)
+    def working(k: LayerKind) -> float:
+        every = block_tensors(model, k, x, a)
+        checkpointed = (moe if k == "moe" else dense) > 0
+        if full and checkpointed:
+            rebuilt = unit_blocks(p) * sum(t.bytes for t in every)
+        elif p.granularity == "selective":
+            after = selective_tensors(model, k, x, a, on_gpu, every)
+            rebuilt = rebuilt_bytes(every, after, whole_block=p.ops)
+        else:
+            rebuilt = 0.0
+        on_device = selective_tensors(model, k, x, a, on_gpu, every)
+        offloaded = on_device if p.offload_layers else offloaded_tensors(on_device, p)
+        reload = 0.0 if full and checkpointed else sum(t.bytes for t in offloaded)
+        return rebuilt + reload + rebuilt_activation_bytes(model, k, x, a)
 
-    return max((rebuilt(k) for k in kinds), default=0.0)
+    return max((working(k) for k in kinds), default=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +157,54 @@ NO_ACTIVATIONS = StageActivations(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def _blocks_bytes(
-    model: ModelSpec, plan: StagePlan, x: ActivationShape, a: TrainingAssumptions, r: Recompute
+    model: ModelSpec,
+    plan: StagePlan,
+    x: ActivationShape,
+    a: TrainingAssumptions,
+    p: RecomputePolicy,
 ) -> float:
-    """One micro-batch's block activations on the stage (all its chunks), bytes."""
-    blocks = 0.0
-    if plan.num_dense_layers:
-        blocks += plan.num_dense_layers * block_activation_bytes(model, "dense", x, a, r)
-    if plan.num_moe_layers:
-        blocks += plan.num_moe_layers * block_activation_bytes(model, "moe", x, a, r)
+    """One micro-batch's block activations on the stage (all its chunks), bytes: the inputs of
+    the checkpointed units, and every other block as the recipe keeps it."""
+    dense, moe, units = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
+    kept = RecomputePolicy("none", offload=p.offload) if p.granularity == "full" else p
+    dense, moe = plan.num_dense_layers - dense, plan.num_moe_layers - moe
+    off_dense, off_moe = offloaded_layer_counts(p, dense, moe)
+    blocks = units * block_activation_bytes(model, "dense", x, a, "full")
+    if dense - off_dense:
+        blocks += (dense - off_dense) * block_activation_bytes(model, "dense", x, a, kept)
+    if moe - off_moe:
+        blocks += (moe - off_moe) * block_activation_bytes(model, "moe", x, a, kept)
     return blocks
+
+
+def offloaded_bytes(
+    model: ModelSpec,
+    plan: StagePlan,
+    x: ActivationShape,
+    a: TrainingAssumptions,
+    p: RecomputePolicy,
+) -> float:
+    """Bytes one micro-batch's blocks on the stage move to host memory (and back), per GPU.
+
+    Checkpointed blocks offload nothing (they keep their input only). Source: Megatron-Core
+    fine-grained activation offloading (each module's input, D2H in the forward, H2D before
+    its backward); Transformer Engine CPU offload (every saved tensor of offload_layers blocks).
+    """
+    if not (p.offload or p.offload_layers):
+        return 0.0
+    dense, moe, _ = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
+    kept = RecomputePolicy("none", offload=p.offload) if p.granularity == "full" else p
+    on_gpu = replace(kept, offload=frozenset())
+    dense, moe = plan.num_dense_layers - dense, plan.num_moe_layers - moe
+    whole = dict(zip(("dense", "moe"), offloaded_layer_counts(p, dense, moe), strict=True))
+    counts: tuple[tuple[LayerKind, int], ...] = (("dense", dense), ("moe", moe))
+    total = 0.0
+    for kind, count in counts:
+        if count:
+            tensors = selective_tensors(model, kind, x, a, on_gpu, block_tensors(model, kind, x, a))
+            part = sum(t.bytes for t in offloaded_tensors(tensors, p))
+            total += (count - whole[kind]) * part + whole[kind] * sum(t.bytes for t in tensors)
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,17 +232,23 @@ class ActivationLedger:
 
 
 def activation_ledger(
-    model: ModelSpec, plan: StagePlan, x: ActivationShape, a: TrainingAssumptions, r: Recompute
+    model: ModelSpec,
+    plan: StagePlan,
+    x: ActivationShape,
+    a: TrainingAssumptions,
+    r: Recompute | RecomputePolicy,
 ) -> ActivationLedger:
     """One micro-batch's activation bytes of ``plan``'s stage, by part, with the working set."""
     head = mtp = embedding = 0.0
+    p = as_policy(r)
     if plan.has_head:
         head = sum(t.bytes for t in head_tensors(model, x, a))
-        mtp = mtp_activation_bytes(model, x, a, r)
+    if plan.holds_mtp:
+        mtp = mtp_activation_bytes(model, x, a, p)
     if plan.has_embedding:
         embedding = embedding_activation_bytes(x, a, model.hidden_size)
     return ActivationLedger(
-        blocks=_blocks_bytes(model, plan, x, a, r),
+        blocks=_blocks_bytes(model, plan, x, a, p),
         embedding=embedding,
         head=head,
         mtp=mtp,

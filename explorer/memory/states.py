@@ -99,6 +99,39 @@ def expert_shards(layout: Layout) -> int:
     return ranks // split
 
 
+def shard_groups(layout: Layout) -> tuple[int, int]:
+    """Ranks sharding the dense weights and the routed experts under ZeRO: DP x CP and the
+    expert-data-parallel group, each divided by the HSDP replicas (dp / dp_shard).
+
+    Source: torchtitan ParallelDims (dp_replicate x dp_shard; FSDP2 shards over dp_shard x cp);
+    Megatron-Core --num-distributed-optimizer-instances (the same split of the DP group).
+    """
+    experts = expert_shards(layout)
+    if layout.dp_shard is None:
+        return layout.dp * layout.cp, experts
+    replicas = layout.dp // layout.dp_shard
+    return layout.dp_shard * layout.cp, max(experts // replicas, 1)
+
+
+def offloaded_states(states: ModelStates, fraction: float) -> ModelStates:
+    """Model states left on the GPU when ``fraction`` of the master weights and optimizer
+    states live (and are updated) in host memory.
+
+    Source: Megatron-Core HybridDeviceOptimizer (--optimizer-cpu-offload,
+    --optimizer-offload-fraction); ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840, sec. 4.1:
+    fp32 master weights and Adam states on the CPU).
+    """
+    if not fraction:
+        return states
+    kept = 1.0 - fraction
+    return ModelStates(
+        states.parameters,
+        states.gradients,
+        states.master_weights * kept,
+        states.optimizer_states * kept,
+    )
+
+
 def attention_params_per_gpu(model: ModelSpec, tp: int) -> float:
     """Attention parameters on one TP rank: heads split, q/k norms (and MLA down-proj) not.
 
@@ -188,6 +221,7 @@ def stage_units(model: ModelSpec, layout: Layout, plan: StagePlan) -> tuple[Held
         units.append(HeldParams(dense=embedding_params_per_gpu(model, layout.tp)))
     if plan.has_head:
         units.append(HeldParams(dense=head_params_per_gpu(model, layout.tp, plan.has_embedding)))
+    if plan.holds_mtp:
         units.append(mtp_params_per_gpu(model, layout, plan.has_embedding))
     return tuple(units)
 
@@ -201,6 +235,7 @@ def stage_params(model: ModelSpec, layout: Layout, plan: StagePlan) -> HeldParam
         held += HeldParams(dense=embedding_params_per_gpu(model, tp))
     if plan.has_head:
         held += HeldParams(dense=head_params_per_gpu(model, tp, plan.has_embedding))
+    if plan.holds_mtp:
         held += mtp_params_per_gpu(model, layout, plan.has_embedding)
     return held
 

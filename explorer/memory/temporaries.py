@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from explorer.memory.frameworks import loss_temporary_bytes_per_logit
 from explorer.memory.setting import TrainingSetting
-from explorer.memory.states import ModelStates, head_params_per_gpu, stage_units
+from explorer.memory.states import (
+    ModelStates,
+    block_params_per_gpu,
+    head_params_per_gpu,
+    stage_params,
+    stage_units,
+)
 from explorer.partition import StagePlan
 
 Parts = tuple[tuple[str, float], ...]
@@ -51,17 +57,41 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     measured: validation/results.json llama8b-fsdp8-bf16-mixed-s4096-b1).
     """
     if not plan.has_head:
-        return ()
+        return kept_gathered_weights(s, plan)
     a, tp = s.assumptions, s.layout.tp
     per_logit = loss_temporary_bytes_per_logit(
         s.behaviour, s.shape.dtype_bytes, a.loss_logits_bytes, tp
     )
     logits = s.shape.tokens * s.model.vocab_size / tp
     parts: list[tuple[str, float]] = [("cross-entropy temporaries", logits * per_logit)]
-    if zero3_gathers(s, s.dense_shards):
+    if zero3_gathers(s, s.dense_shards) and not kept_gathered_weights(s, plan):
         head = head_params_per_gpu(s.model, tp, has_embedding=False)  # tied: the same weight
         parts.append(("ZeRO-3 gathered LM head", head * s.policy.param_bytes))
-    return tuple(p for p in parts if p[1])
+    return (*(p for p in parts if p[1]), *kept_gathered_weights(s, plan))
+
+
+def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """ZeRO-3 without resharding after the forward: every unit's gathered weights, bytes,
+    held from its forward until its backward (so all of them at the backward start); under
+    pipelining (PyTorch) also the unsharded gradients of the earlier micro-batches.
+
+    Source: PyTorch FSDP2 fully_shard(reshard_after_forward=False) (Zhao et al. 2023,
+    arXiv:2304.11277, sec. 3.2.3: weights stay unsharded between forward and backward);
+    torch.distributed.pipelining stage.py backward_maybe_with_nosync (no reshard and no
+    reduce-scatter before the last backward).
+    """
+    pipelined = s.behaviour.pipeline_keeps_unsharded and s.layout.pp > 1
+    if s.layout.reshard_after_forward and not pipelined:
+        return ()
+    dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
+    held = stage_params(s.model, s.layout, plan)
+    kept = held.dense * dense_on + held.expert * expert_on
+    if not kept:
+        return ()
+    parts = [("ZeRO-3 weights kept gathered after the forward", kept * s.policy.param_bytes)]
+    if pipelined and s.microbatches > 1:  # earlier micro-batches' unsharded gradients
+        parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * s.policy.grad_bytes))
+    return tuple(parts)
 
 
 def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:
@@ -75,11 +105,27 @@ def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:
     return (("optimizer step temporaries", count * states.optimizer_states / 2),)  # 2 Adam states
 
 
-def persistent_buffers(s: TrainingSetting) -> Parts:
-    """Buffers alive through the whole step: ZeRO 0-2's gradient bucket, bytes.
+def persistent_buffers(s: TrainingSetting, plan: StagePlan | None = None) -> Parts:
+    """Buffers alive through the whole step: ZeRO 0-2's gradient bucket and Transformer
+    Engine's cached FP8 weight copies of the stage's blocks, bytes.
 
-    Source: PyTorch DistributedDataParallel bucket_cap_mb (see ``grad_bucket_bytes``).
+    Source: PyTorch DistributedDataParallel bucket_cap_mb (see ``grad_bucket_bytes``);
+    ``fp8_weight_copy_bytes`` (ZeRO-3 gathers each block's weights, so a gathered block's
+    copies are cast per use and not kept: none then).
     """
-    if s.layout.zero == 3 or not (s.dense_shards > 1 or s.moe_shards > 1):
-        return ()
-    return (("gradient bucket", s.assumptions.grad_bucket_bytes),)
+    parts: list[tuple[str, float]] = []
+    if s.layout.zero != 3 and (s.dense_shards > 1 or s.moe_shards > 1):
+        parts.append(("gradient bucket", s.assumptions.grad_bucket_bytes))
+    if plan is not None and s.assumptions.fp8_weight_copy_bytes and s.layout.zero != 3:
+        blocks = block_params_on(s, plan)
+        parts.append(("FP8 weight copies (Transformer Engine)",
+                      blocks * s.assumptions.fp8_weight_copy_bytes))  # fmt: skip
+    return tuple(parts)
+
+
+def block_params_on(s: TrainingSetting, plan: StagePlan) -> float:
+    """Parameters of the stage's blocks on one GPU (the GEMM weights, with their few norms)."""
+    lay = s.layout
+    dense = block_params_per_gpu(s.model, "dense", lay.tp, lay.ep, lay.etp).total
+    moe = block_params_per_gpu(s.model, "moe", lay.tp, lay.ep, lay.etp).total
+    return plan.num_dense_layers * dense + plan.num_moe_layers * moe

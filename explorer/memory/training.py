@@ -8,12 +8,18 @@ headroom (allocator reserve). Each stage's breakdown is taken at its peak phase 
 backward start, one block's backward, optimizer step); the framework (``frameworks.py``) says
 what exists at each. Assumptions live in ``assumptions.py``; warnings in ``checks.py``.
 
+Memory recipes (``Layout``: recompute modules and methods, torchtitan's SAC, activation and
+optimizer offload, HSDP, reshard_after_forward; ``recompute.py``) and Transformer Engine's FP8
+storage (``TrainingAssumptions.fp8_linear_input_bytes`` / ``fp8_weight_copy_bytes``) change
+what the parts above hold.
+
 Left out on purpose: activation gradients and matmul outputs alive during backward, the
 allocator's fragmentation beyond ``headroom``, DeepEP / NVSHMEM buffers, NCCL LL/LL128 and tree
-buffers, pipeline p2p staging buffers, CUDA graphs' private pools, FP8 weight transposes and
-scaling factors, MoE routing temporaries (token gather / index_add; measured 0.3-1.5% of the
-MoE peaks in validation/results.json) and data-loader pinned memory (host side). PyTorch DDP
-without gradient_as_bucket_view (a second copy of every gradient) is not modelled.
+buffers, pipeline p2p staging buffers, CUDA graphs' private pools, FP8 scaling factors and
+amax histories, MoE routing temporaries (token gather / index_add; measured 0.3-1.5% of the
+MoE peaks in validation/results.json), torch.compile's changes to what is saved, and
+data-loader pinned memory (host side). PyTorch DDP without gradient_as_bucket_view (a second
+copy of every gradient) is not modelled.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from explorer.memory.checks import (
 )
 from explorer.memory.frameworks import behaviour_in_words, framework_behaviour, storage_notes
 from explorer.memory.phases import Phase, PhaseMemory, StageParts, peak_of, stage_phases
+from explorer.memory.recompute import checkpoint_counts
 from explorer.memory.setting import TrainingSetting, fixed_overheads, nccl_parts
 from explorer.memory.stage_activations import (
     NO_ACTIVATIONS,
@@ -42,6 +49,8 @@ from explorer.memory.states import (
     ModelStates,
     expert_shards,
     full_embedding_grad_bytes,
+    offloaded_states,
+    shard_groups,
     stage_model_states,
     stage_params,
 )
@@ -152,6 +161,7 @@ def stage_states(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> Model
         s.moe_shards,
         keep_param_shard=b.keep_bf16_shard,
     )
+    states = offloaded_states(states, s.layout.optimizer_offload_fraction)
     if not b.tp_full_embedding_grad:
         return states
     extra = full_embedding_grad_bytes(s.model, s.layout, s.policy, plan)
@@ -162,7 +172,7 @@ def stage_parts(
     s: TrainingSetting, plan: StagePlan, held: HeldParams, inflight: float
 ) -> StageParts:
     """What the phases of ``plan``'s stage are made of: states, activations, buffers."""
-    ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.layout.recompute)
+    ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.recompute)
     return _in_flight(_contents_parts(s, plan, held), ledger, s, plan, inflight)
 
 
@@ -174,7 +184,7 @@ def _contents_parts(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> St
         grads_held=s.grads_held,
         activations=NO_ACTIVATIONS,
         loss_inflight=s.loss_inflight if plan.has_head else 1.0,
-        persistent=persistent_buffers(s),
+        persistent=persistent_buffers(s, plan),
         backward_start=backward_start_temporaries(s, plan),
         block_backward=zero3_block_temporaries(s, plan),
         optimizer_step=optimizer_temporaries(s, states),
@@ -225,18 +235,20 @@ def _stage_memories(
     """``stage_memory`` of every stage, once per distinct stage (same ``StagePlan.contents``
     and micro-batches in flight): equal stages differ only in their index and blocks."""
     done: dict[tuple[object, ...], StageMemory] = {}
-    bases: dict[tuple[object, ...], tuple[HeldParams, StageParts, ActivationLedger]] = {}
+    bases: dict[object, tuple[HeldParams, StageParts, ActivationLedger]] = {}
     found = []
     for plan, count in zip(plans, inflight, strict=True):
-        key = (plan.contents, count)
+        contents = (plan.contents, checkpoint_counts(s.model, s.recompute, plan.layers,
+                                                     plan.chunk_blocks))  # fmt: skip
+        key = (contents, count)
         if key in done:
             found.append(replace(done[key], stage=plan.stage, layers=plan.layers))
             continue
-        if plan.contents not in bases:  # what does not change with the micro-batches in flight
+        if contents not in bases:  # what does not change with the micro-batches in flight
             held = stage_params(s.model, s.layout, plan)
-            ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.layout.recompute)
-            bases[plan.contents] = (held, _contents_parts(s, plan, held), ledger)
-        held, parts, ledger = bases[plan.contents]
+            ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.recompute)
+            bases[contents] = (held, _contents_parts(s, plan, held), ledger)
+        held, parts, ledger = bases[contents]
         parts = _in_flight(parts, ledger, s, plan, count)
         found.append(done.setdefault(key, _memory_of(s, plan, held, parts, count)))
     return tuple(found)
@@ -251,8 +263,8 @@ def _setting(
 ) -> TrainingSetting:
     policy = precision_policy(workload.precision, workload.grad_dtype)
     microbatches = microbatch_count(layout, workload)
-    moe_shards = expert_shards(layout)
-    communication = nccl_parts(model, layout, assumptions, moe_shards)
+    dense_shards, moe_shards = shard_groups(layout)
+    communication = nccl_parts(model, layout, assumptions, expert_shards(layout))
     fixed = fixed_overheads(gpu, assumptions)
     return TrainingSetting(
         model=model,
@@ -261,7 +273,7 @@ def _setting(
         assumptions=assumptions,
         behaviour=framework_behaviour(assumptions),
         shape=activation_shape(layout, workload.seq_len, policy.activation_bytes),
-        dense_shards=layout.dp * layout.cp,
+        dense_shards=dense_shards,
         moe_shards=moe_shards,
         microbatches=microbatches,
         loss_inflight=loss_inflight(layout.schedule, layout.pp, microbatches),

@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from explorer.files import UserFileError, read_user_file
+
 SCHEMA = "parallelism-explorer-probe"
 """The ``schema`` value every probe file carries (tells a probe file from any other TOML)."""
 SCHEMA_VERSION = 1
@@ -204,15 +206,9 @@ def load_calibration(path: str | Path) -> Calibration:
     """The Calibration in the file at ``path``; CalibrationError (one sentence) otherwise."""
     file = Path(path)
     try:
-        if file.stat().st_size > MAX_FILE_BYTES:
-            raise CalibrationError(
-                f"{file} is larger than the {MAX_FILE_BYTES:,} bytes a probe file can be"
-            )
-        data = file.read_bytes()
-    except OSError as error:
-        raise CalibrationError(
-            f"cannot read the calibration file {file} ({error.strerror})"
-        ) from None
+        data = read_user_file(file, "a probe file", MAX_FILE_BYTES)
+    except UserFileError as error:
+        raise CalibrationError(str(error).rstrip(".")) from None
     return parse_calibration(data, str(file))
 
 

@@ -16,7 +16,14 @@ from typing import Any, Final
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
 from explorer.presets import load_cluster, load_model
 from explorer.published_runs.table import PER_TENSOR_FP8, ZERO_OF_SHARDING, PublishedRun
-from explorer.specs import ClusterSpec, Layout, ModelSpec, Precision, Recompute, TrainingWorkload
+from explorer.specs import (
+    RECOMPUTE_MODULES,
+    ClusterSpec,
+    Layout,
+    ModelSpec,
+    Precision,
+    TrainingWorkload,
+)
 
 PYTORCH_FRAMEWORKS: Final = ("torchtitan", "NeMo AutoModel")
 """Frameworks whose memory behaviour is PyTorch's (FSDP2, eager autograd): explorer.memory's
@@ -51,27 +58,27 @@ def _precision(run: PublishedRun) -> tuple[Precision, list[str]]:
     return "fp8-mixed", [reason]
 
 
-def _recompute(run: PublishedRun, model: ModelSpec) -> tuple[Recompute, list[str]]:
-    if run.recompute_num_layers:
-        per_stage = model.num_hidden_layers / (run.pp * run.virtual_stages)
-        nearest: Recompute = "full" if run.recompute_num_layers >= per_stage / 2 else "none"
-        return nearest, [
-            f"full recompute of {run.recompute_num_layers} layers per chunk not modelled: "
-            f"estimated with {nearest}"
-        ]
+def _recompute(run: PublishedRun) -> tuple[dict[str, Any], list[str]]:
+    """The run's recompute recipe as Layout fields (explorer.specs.Layout), and what differs."""
+    if run.recompute_num_layers:  # Megatron-Bridge: full granularity, block method
+        return {"recompute": "full", "recompute_method": "block",
+                "recompute_num_layers": run.recompute_num_layers}, []  # fmt: skip
     if run.activation_recipe != "standard" or run.recompute != "selective":
-        return run.recompute, []
-    if run.selective_ac:
-        return "selective", [f"torchtitan {run.selective_ac}-level SAC taken as selective"]
-    if run.recompute_modules not in ((), ("core_attn",)):
-        modules = ", ".join(run.recompute_modules)
-        return "selective", [f"recompute_modules {modules} not modelled: attention core taken"]
-    return "selective", []
+        return {"recompute": run.recompute}, []
+    if run.selective_ac == "op":
+        return {"recompute": "selective", "recompute_ops": True}, []
+    if run.selective_ac == "layer":  # torchtitan selective_ac_option = "2"
+        return {"recompute": "full", "recompute_every": 2}, []
+    known = tuple(m for m in run.recompute_modules if m in RECOMPUTE_MODULES)
+    dropped = [m for m in run.recompute_modules if m not in RECOMPUTE_MODULES]
+    fields: dict[str, Any] = {"recompute": "selective"}
+    if known:
+        fields["recompute_modules"] = known
+    return fields, [f"recompute_modules {', '.join(dropped)} not modelled"] if dropped else []
 
 
 def _unmodelled(run: PublishedRun) -> tuple[str, ...]:
     flags = (
-        (run.offload_layers, f"activation offload of {run.offload_layers} layers"),
         (run.cuda_graphs, f"CUDA graphs ({run.cuda_graphs})"),
         (run.torch_compile, "torch.compile"),
         (run.async_tp, "async TP"),
@@ -92,6 +99,33 @@ def _cluster(run: PublishedRun) -> ClusterSpec:
     return replace(cluster, gpu=gpu)
 
 
+TE_FP8_ELEMENT_BYTES: Final = {
+    "fp8-cs": 1.0,
+    "fp8-delayed": 1.0,
+    "fp8": 1.0,  # per-tensor scale
+    "mxfp8": 1.0 + 1 / 32,  # an E8M0 scale per 32 elements (OCP MX spec)
+    "fp8-blockwise": 1.0 + 4 / 128,  # an fp32 scale per 1 x 128 tile
+    "nvfp4": 1.0,  # taken as FP8, as its time is
+}
+"""Bytes per element of a GEMM input or weight Transformer Engine quantizes, by recipe."""
+
+
+def _te_fp8(run: PublishedRun) -> dict[str, Any]:
+    """Transformer Engine's FP8 memory (Megatron-Core runs): GEMM inputs saved quantized, and
+    the FP8 weights (row- and column-wise) beyond the 2-byte bf16 ones the states count.
+
+    Megatron-Bridge's FP8 configs (bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed)
+    set fp8_param_gather: the FP8 weights replace the bf16 ones (2 x width - 2 bytes more per
+    weight); other sources do not say, and no copies are counted for them.
+    """
+    width = TE_FP8_ELEMENT_BYTES.get(run.precision)
+    te = run.framework not in PYTORCH_FRAMEWORKS and run.activation_recipe == "standard"
+    if width is None or not te:
+        return {}
+    copies = 2 * width - 2 if run.framework == "Megatron-Bridge" else 0.0
+    return {"fp8_linear_input_bytes": width, "fp8_weight_copy_bytes": copies}
+
+
 def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -99,6 +133,7 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
         framework="pytorch" if run.framework in PYTORCH_FRAMEWORKS else "megatron",
         moe_imbalance=1.0 if run.balanced_routing else base.memory.moe_imbalance,
         activation_recipe=run.activation_recipe,
+        **_te_fp8(run),
     )
     comm = replace(
         base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
@@ -111,15 +146,16 @@ def scenario(run: PublishedRun) -> Scenario:
     overrides: dict[str, Any] = dict(run.model_overrides)
     model = replace(load_model(run.model), **overrides)
     precision, inexact = _precision(run)
-    recompute, more = _recompute(run, model)
+    recipe, more = _recompute(run)
     if run.pipeline_layout:
-        more.append(f"pipeline layout {run.pipeline_layout} not expressed: balanced split taken")
+        recipe["pipeline_layout"] = run.pipeline_layout
     schedule = run.schedule or ("interleaved" if run.virtual_stages > 1 else "1f1b")
     layout = Layout(
         dp=run.dp, tp=run.tp, pp=run.pp, cp=run.cp, ep=run.ep, etp=run.etp,
         zero=ZERO_OF_SHARDING[run.sharding],
         sequence_parallel=run.sequence_parallel, micro_batch_size=run.micro_batch,
-        recompute=recompute, schedule=schedule, virtual_stages=run.virtual_stages,
+        schedule=schedule, virtual_stages=run.virtual_stages,
+        offload_layers=run.offload_layers, **recipe,
     )  # fmt: skip
     workload = TrainingWorkload(
         seq_len=run.seq_len,

@@ -17,6 +17,7 @@ from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, estimate, 
 from explorer.report import inputs, launch, ranking, serving, timing, training
 from explorer.report.assumptions import SERVING_PREFIX, with_overrides
 from explorer.report.calibration import calibration_rows, calibration_section
+from explorer.report.cost import cost_results, cost_section
 from explorer.report.tables import Section
 from explorer.scenario import Scenario, resolve_cluster, resolve_model, world_size_error
 from explorer.search import SearchResult
@@ -150,6 +151,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         _training_inputs(case, scenario),
         training.layout_section(case),
         training.performance_section(case),
+        cost_section(case),
         training.memory_section(case),
         ranking.ranking_section(ranked, case.layout),
         timing.schedule_section(case),
@@ -167,6 +169,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         "layout": ranking.layout_json(case.layout),
         "memory": training.memory_results(case),
         "estimate": _estimate_results(est),
+        "cost": cost_results(case),
         "schedule": timing.schedule_results(case),
         "communication": timing.communication_results(est),
         "ranking": ranking.ranking_results(ranked),

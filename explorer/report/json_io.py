@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from explorer.limits import MAX_REPORT_BYTES, LimitError, check_json_text, shown
 from explorer.report.content import Report
 from explorer.scenario import Scenario, from_dict, to_dict
 
@@ -51,24 +52,39 @@ def report_json(report: Report) -> str:
 
 
 def _document(text: str | bytes) -> dict[str, Any]:
+    """The parsed report, its size and nesting bounded before parsing (explorer.limits)."""
     try:
-        data = json.loads(text)
+        data = json.loads(check_json_text(text, "The report", MAX_REPORT_BYTES))
+    except LimitError as error:
+        raise ValueError(f"{error}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"The file is not valid JSON ({error}).") from None
+    except (ValueError, RecursionError):  # a number of thousands of digits; deep nesting
+        raise ValueError("The file holds JSON this tool cannot read.") from None
     if not isinstance(data, dict):
         raise ValueError("A report must be a JSON object, not a list or a single value.")
     return data
+
+
+def _short(value: object, most: int = 60) -> str:
+    """A value for a message, cut to ``most`` characters (huge integers by their size)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown(value)
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _check_header(data: dict[str, Any]) -> None:
     if data.get("format") != FORMAT:
         raise ValueError(
             f'This is not a Parallelism Explorer report: its "format" is '
-            f"{data.get('format')!r}, not {FORMAT!r}."
+            f"{_short(data.get('format'))}, not {FORMAT!r}."
         )
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= VERSION:
-        raise ValueError(f"The report's version is {version!r}; this tool reads version {VERSION}.")
+        raise ValueError(
+            f"The report's version is {_short(version)}; this tool reads version {VERSION}."
+        )
     if "scenario" not in data:
         raise ValueError('The report has no "scenario" to restore.')
 

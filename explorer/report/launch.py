@@ -29,7 +29,9 @@ def launch_section(case: TrainingCase) -> Section:
         code=(
             CodeBlock("Megatron-LM arguments", "bash", megatron),
             CodeBlock(
-                "torchtitan config (TOML)", "toml", torchtitan_config(case.layout, case.workload)
+                "torchtitan config (TOML)",
+                "toml",
+                torchtitan_config(case.layout, case.workload, case.model.num_hidden_layers),
             ),
         ),
     )
@@ -40,5 +42,7 @@ def launch_results(case: TrainingCase) -> dict[str, Any]:
         "megatron_arguments": megatron_arguments(
             case.layout, case.workload, case.model.num_hidden_layers
         ),
-        "torchtitan_config": torchtitan_config(case.layout, case.workload),
+        "torchtitan_config": torchtitan_config(
+            case.layout, case.workload, case.model.num_hidden_layers
+        ),
     }

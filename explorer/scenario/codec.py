@@ -16,6 +16,13 @@ from typing import Any, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
+from explorer.limits import (
+    MAX_REPORT_BYTES,
+    MAX_URL_CONFIG_CHARS,
+    MAX_URL_VALUE_CHARS,
+    LimitError,
+    check_json_text,
+)
 from explorer.scenario.inputs import (
     AssumptionValue,
     ClusterInputs,
@@ -62,6 +69,19 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "virtual": ("layout", "virtual_stages"),
     "sp": ("layout", "sequence_parallel"),
     "mbs": ("layout", "micro_batch_size"),
+    "rc_modules": ("layout", "recompute_modules"),
+    "rc_ops": ("layout", "recompute_ops"),
+    "rc_method": ("layout", "recompute_method"),
+    "rc_layers": ("layout", "recompute_num_layers"),
+    "rc_every": ("layout", "recompute_every"),
+    "first_layers": ("layout", "first_stage_layers"),
+    "last_layers": ("layout", "last_stage_layers"),
+    "pp_layout": ("layout", "pipeline_layout"),
+    "offload": ("layout", "activation_offload"),
+    "offload_layers": ("layout", "offload_layers"),
+    "opt_offload": ("layout", "optimizer_offload_fraction"),
+    "reshard": ("layout", "reshard_after_forward"),
+    "dp_shard": ("layout", "dp_shard"),
     "prompt": ("serving", "prompt_len"),
     "output": ("serving", "output_len"),
     "concurrency": ("serving", "concurrency"),
@@ -78,6 +98,13 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "calib": ("", "calibration"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
+
+
+_NULLABLE = frozenset(
+    {"recompute_num_layers", "first_stage_layers", "last_stage_layers", "pipeline_layout",
+     "dp_shard"}
+)  # fmt: skip
+"""Layout fields whose None is written "None" in a link."""
 
 
 @cache
@@ -110,10 +137,12 @@ def _decode(group: str, name: str, raw: str) -> Any:
     if name == "calibration":
         notes = TypeAdapter(dict[str, str]).validate_json(raw)
         return _adapter(group, name).validate_python(tuple(sorted(notes.items())))
-    if name.endswith("_GBps") and raw in ("", "none", "None"):
+    default = getattr(_GROUPS[group](), name) if group else None
+    nullable = name.endswith("_GBps") or name in _NULLABLE
+    if nullable and raw in ("", "none", "None"):
         return None
     adapter = _adapter(group, name)
-    if group == "search" and isinstance(getattr(SearchInputs(), name), tuple):
+    if group in ("search", "layout") and isinstance(default, tuple):
         parts = [int(p) if p.strip().isdigit() else p.strip() for p in raw.split(",") if p]
         return adapter.validate_python(tuple(parts))
     try:
@@ -145,6 +174,14 @@ def _reason(error: ValidationError) -> str:
     return error.errors()[0]["msg"].rstrip(".")
 
 
+def _within_length(name: str, text: str) -> str:
+    """``text``, or ValueError when it is longer than a URL value may be (explorer.limits)."""
+    most = MAX_URL_CONFIG_CHARS if name == "config_json" else MAX_URL_VALUE_CHARS
+    if len(text) > most:
+        raise ValueError(f"{len(text):,} characters, more than the {most:,} a link may carry")
+    return text
+
+
 def from_query(params: Mapping[str, str | list[str]]) -> tuple[Scenario, list[str]]:
     """The scenario a link describes, and a message for every value that was ignored.
 
@@ -159,9 +196,11 @@ def from_query(params: Mapping[str, str | list[str]]) -> tuple[Scenario, list[st
         group, name = QUERY_KEYS[key]
         text = _first(raw)
         try:
-            values[group][name] = _decode(group, name, text)
-        except (ValidationError, ValueError) as error:
+            values[group][name] = _decode(group, name, _within_length(name, text))
+        except (ValidationError, ValueError, RecursionError) as error:
             reason = _reason(error) if isinstance(error, ValidationError) else str(error)
+            if isinstance(error, RecursionError):
+                reason = "nested too deeply"
             shown = text if len(text) <= 40 else text[:37] + "..."
             messages.append(f"Ignored {key}={shown!r} from the link ({reason}); kept the default.")
     return _assemble(values), messages
@@ -184,7 +223,8 @@ def to_dict(scenario: Scenario) -> dict[str, Any]:
     data = asdict(scenario)
     data["assumptions"] = dict(scenario.assumptions)
     data["calibration"] = dict(scenario.calibration)
-    data["search"] = {k: list(v) if isinstance(v, tuple) else v for k, v in data["search"].items()}
+    for group in ("search", "layout"):  # tuples (choices, recompute modules) as JSON lists
+        data[group] = {k: list(v) if isinstance(v, tuple) else v for k, v in data[group].items()}
     return data
 
 
@@ -215,8 +255,13 @@ def from_dict(data: Mapping[str, Any]) -> Scenario:
 
 
 def from_json(text: str | bytes) -> Scenario:
+    """The scenario in JSON text, its size and nesting bounded before parsing."""
     try:
-        data = json.loads(text)
+        data = json.loads(check_json_text(text, "The scenario", MAX_REPORT_BYTES))
+    except LimitError as error:
+        raise ValueError(f"{error}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"The scenario is not valid JSON ({error}).") from None
+    except (ValueError, RecursionError):
+        raise ValueError("The scenario holds JSON this tool cannot read.") from None
     return from_dict(data)

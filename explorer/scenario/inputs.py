@@ -12,14 +12,27 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from explorer.limits import (
+    MAX_ASSUMPTION,
+    MAX_BYTES_PER_S,
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_SEQUENCES,
+    MAX_TOKENS,
+    MAX_URL_CONFIG_CHARS,
+    limit,
+)
 from explorer.mesh import SearchSpace
 from explorer.specs import (
     RECOMPUTES,
     SCHEDULES,
     KvDType,
     Layout,
+    OffloadModule,
     Precision,
     Recompute,
+    RecomputeMethod,
+    RecomputeModule,
     ScheduleName,
     ServingWorkload,
     TrainingWorkload,
@@ -30,14 +43,18 @@ from explorer.specs import (
 WorkloadKind = Literal["training", "serving"]
 ModelSource = Literal["preset", "generic", "upload"]
 
-Degree = Annotated[int, Field(ge=1, le=1 << 20)]
-Count = Annotated[int, Field(ge=0, le=1 << 20)]
+# Bounds from explorer.limits, the same as the specs' and the command line's.
+Degree = Annotated[int, Field(ge=1, le=MAX_GPUS)]
+PerNode = Annotated[int, Field(ge=0, le=limit("gpus_per_node"))]
+Nodes = Annotated[int, Field(ge=0, le=limit("num_nodes"))]
 """GPUs per node and nodes may be zero in the input: the app then says the cluster is empty."""
-Tokens = Annotated[int, Field(ge=1, le=1 << 24)]
-Sequences = Annotated[int, Field(ge=1, le=1 << 24)]
-Bandwidth = Annotated[float, Field(gt=0, le=1e6)] | None
-ConfigText = Annotated[str, Field(max_length=200_000)]
-AssumptionValue = bool | float | Annotated[str, Field(max_length=64)] | None
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+LayerCount = Annotated[int, Field(ge=1, le=MAX_LAYERS)]
+Sequences = Annotated[int, Field(ge=1, le=MAX_SEQUENCES)]
+Bandwidth = Annotated[float, Field(gt=0, le=MAX_BYTES_PER_S / 1e9, allow_inf_nan=False)] | None
+ConfigText = Annotated[str, Field(max_length=MAX_URL_CONFIG_CHARS)]
+Finite = Annotated[float, Field(ge=-MAX_ASSUMPTION, le=MAX_ASSUMPTION, allow_inf_nan=False)]
+AssumptionValue = bool | Finite | Annotated[str, Field(max_length=64)] | None
 Overrides = tuple[tuple[Annotated[str, Field(max_length=64)], AssumptionValue], ...]
 CalibrationNotes = Annotated[
     tuple[tuple[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=400)]], ...],
@@ -78,13 +95,13 @@ class ClusterInputs:
 
     gpu: str = "h100-sxm"
     """GPU preset id."""
-    gpus_per_node: Count = 8
-    num_nodes: Count = 8
+    gpus_per_node: PerNode = 8
+    num_nodes: Nodes = 8
     intra_node_GBps: Bandwidth = None
     """Fast-link bandwidth per GPU, one direction, GB/s (1e9 B/s); None is the GPU's figure."""
     inter_node_GBps: Bandwidth = None
     """Fabric bandwidth per GPU, one direction, GB/s; None is ClusterSpec's default."""
-    oversubscription: Annotated[float, Field(ge=1, le=64)] = 1.0
+    oversubscription: Annotated[float, Field(ge=1, le=limit("oversubscription"))] = 1.0
     """Fabric oversubscription; 1 is non-blocking."""
 
     @property
@@ -104,9 +121,23 @@ class LayoutInputs:
     zero: ZeroStage = 1
     recompute: Recompute = "selective"
     schedule: ScheduleName = "1f1b"
-    virtual_stages: Annotated[int, Field(ge=1, le=64)] = 1
+    virtual_stages: Annotated[int, Field(ge=1, le=limit("virtual_stages"))] = 1
     sequence_parallel: bool = True
     micro_batch_size: Sequences = 1
+    # Memory recipes (specs.Layout documents each; defaults change nothing).
+    recompute_modules: Annotated[tuple[RecomputeModule, ...], Field(min_length=1)] = ("core_attn",)
+    recompute_ops: bool = False
+    recompute_method: RecomputeMethod = "uniform"
+    recompute_num_layers: LayerCount | None = None
+    recompute_every: Annotated[int, Field(ge=1, le=MAX_LAYERS)] = 1
+    first_stage_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
+    last_stage_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
+    pipeline_layout: Annotated[str, Field(min_length=1, max_length=4000)] | None = None
+    activation_offload: tuple[OffloadModule, ...] = ()
+    offload_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
+    optimizer_offload_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
+    reshard_after_forward: bool = True
+    dp_shard: Degree | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,11 +151,11 @@ class SearchInputs:
     micro_batch_sizes: Annotated[
         tuple[Annotated[int, Field(ge=1, le=1024)], ...], Field(min_length=1, max_length=8)
     ] = (1, 2, 4)
-    max_virtual: Annotated[int, Field(ge=1, le=16)] = 4
+    max_virtual: Annotated[int, Field(ge=1, le=limit("max_virtual"))] = 4
     """Most virtual stages per rank for interleaved 1F1B."""
     tp_across_domain: bool = False
     """Let TP groups leave the scale-up domain."""
-    ranked: Annotated[int, Field(ge=1, le=200)] = 20
+    ranked: Annotated[int, Field(ge=1, le=limit("ranked"))] = 20
     """Layouts the Meshes page ranks (the search stops once they are certain)."""
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
+from explorer.limits import MAX_GPUS, MAX_URL_CONFIG_CHARS
 from explorer.scenario.inputs import ClusterInputs, ModelRef
 from explorer.specs import ClusterSpec, ModelSpec
 
@@ -18,10 +20,16 @@ def compact_config(text: str | bytes) -> str:
 
     Raises ``hf_config.ConfigError`` (one sentence) when it does not.
     """
-    from explorer.hf_config import model_from_json_text
+    from explorer.hf_config import ConfigError, model_from_json_text
 
-    model_from_json_text(text)
-    return json.dumps(json.loads(text), separators=(",", ":"))
+    model_from_json_text(text)  # bounds its size and nesting before parsing
+    compact = json.dumps(json.loads(text), separators=(",", ":"))
+    if len(compact) > MAX_URL_CONFIG_CHARS:
+        raise ConfigError(
+            f"config.json is {len(compact):,} characters even written compactly, more than the "
+            f"{MAX_URL_CONFIG_CHARS:,} a link may carry; remove the fields a model does not need."
+        )
+    return compact
 
 
 def model_ref_from_upload(data: bytes, filename: str) -> ModelRef:
@@ -70,12 +78,17 @@ def resolve_cluster(shape: ClusterInputs) -> ClusterSpec:
             f"The cluster has no GPUs ({shape.gpus_per_node} per node × {shape.num_nodes} "
             f"nodes); set both to at least 1."
         )
+    if shape.num_gpus > MAX_GPUS:
+        raise ValueError(
+            f"The cluster has {shape.num_gpus:,} GPUs ({shape.gpus_per_node:,} per node × "
+            f"{shape.num_nodes:,} nodes), more than this tool's limit of {MAX_GPUS:,}."
+        )
     gpu = load_gpu(shape.gpu)
     node = _preset_node(shape.gpu) or ClusterSpec(gpu=gpu)
     domain = node.scale_up_domain_size
     if domain is None and gpu.scale_up_domain_size > shape.gpus_per_node:
         domain = gpu.scale_up_domain_size  # an NVL72 rack spans several trays
-    links: dict[str, float] = {}
+    links: dict[str, Any] = {}  # link bandwidths, bytes/s
     if shape.intra_node_GBps is not None:
         links["scale_up_bytes_per_s"] = shape.intra_node_GBps * 1e9
     if shape.inter_node_GBps is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 from itertools import repeat
 
+from explorer.limits import MAX_SCHEDULE_ACTIONS
 from explorer.schedules.actions import Action, Kind, Schedule
 from explorer.schedules.dualpipe import dualpipe_actions, require_dualpipe
 from explorer.specs import SCHEDULES, ScheduleName
@@ -151,12 +152,28 @@ Orders = tuple[tuple[_Order, ...], tuple[tuple[int, ...], ...]]
 """Per stage, (kind, micro-batch, chunk) in run order; per stage, the F&B pairs (DualPipe)."""
 
 
+def require_budget(name: str, stages: int, microbatches: int, virtual: int) -> None:
+    """Raise ValueError (one sentence) when the schedule has more actions than one request may
+    build (explorer.limits.MAX_SCHEDULE_ACTIONS): each builds lists of every action."""
+    kinds = 3 if name in ("zb-h1", "dualpipe") else 2  # F, B (and W when split)
+    chunks = 2 if name == "dualpipe" else virtual  # DualPipe runs both directions' chunks
+    actions = stages * microbatches * chunks * kinds
+    if actions > MAX_SCHEDULE_ACTIONS:
+        raise ValueError(
+            f"the {name} schedule of {stages:,} stages x {microbatches:,} micro-batches x "
+            f"{chunks} chunks has about {actions:,} actions, more than the "
+            f"{MAX_SCHEDULE_ACTIONS:,} one request may simulate; use fewer stages or micro-batches"
+        )
+
+
 def stage_orders(name: ScheduleName, stages: int, microbatches: int, virtual: int = 1) -> Orders:
     """Every stage's order and F&B pairs, without ``Action`` objects (the simulator's fast path).
 
-    Raises ValueError (one sentence) when P, M or V do not suit the schedule.
+    Raises ValueError (one sentence) when P, M or V do not suit the schedule or exceed the
+    budget of actions.
     """
     require_valid(name, stages, microbatches, virtual)
+    require_budget(name, stages, microbatches, virtual)
     if name == "dualpipe":
         built = [dualpipe_actions(stages, s, microbatches) for s in range(stages)]
         return tuple(o for o, _ in built), tuple(p for _, p in built)

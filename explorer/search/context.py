@@ -27,6 +27,7 @@ from explorer.compute import (
     stage_work,
 )
 from explorer.estimate import EstimateAssumptions
+from explorer.memory.activations import expert_load
 from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
 from explorer.specs import Layout, ZeroStage
@@ -84,7 +85,7 @@ class Contexts:
 
     @property
     def moe_imbalance(self) -> float:
-        return self.a.memory.moe_imbalance if self.p.model.is_moe else 1.0
+        return expert_load(self.p.model, self.a.memory)  # as the estimate (estimate.stages)
 
     def compute(self, layout: Layout) -> ComputeContext:
         """The compute context of ``layout`` (explorer.estimate.stages)."""

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAssumptions, estimate
+from explorer.limits import MAX_QUEUED, SEARCH_BUDGET_S
 from explorer.memory import training_memory
 from explorer.mesh import (
     LEAF,
@@ -154,9 +155,16 @@ class _Search:
         extra = {"peak_bytes": memory.peak_bytes}
         self.rejected.append(rejection_row(Rejection(node, "memory", reason, 1), extra))
 
-    def run(self) -> None:
+    def run(self, budget_s: float = SEARCH_BUDGET_S) -> None:
+        """Pop until ``limit`` layouts are ranked; ValueError (one sentence) past the budget of
+        time or queued nodes (explorer.limits)."""
+        deadline = time.perf_counter() + budget_s
         self.expand(-1, ROOT, 0.0)
+        popped = 0
         while self.queue and len(self.ranked) < self.limit:
+            popped += 1
+            if popped % _CHECK_EVERY == 0:
+                _within_budget(deadline, budget_s, len(self.queue))
             priority, phase, _, _, depth, item = heapq.heappop(self.queue)
             if phase == _ROW:
                 self.ranked.append(item)
@@ -182,6 +190,25 @@ class _Search:
             self.rejected.append(rejection_row(Rejection(node, "slower", reason, count), extra))
 
 
+_CHECK_EVERY = 256
+"""Pops between two looks at the clock and the queue (a pop takes microseconds)."""
+
+
+def _within_budget(deadline: float, budget_s: float, queued: int) -> None:
+    """Raise ValueError (one sentence) once the search passes its time or memory budget."""
+    if time.perf_counter() > deadline:
+        raise ValueError(
+            f"the search stopped after {budget_s:g} s, its time budget, with {queued:,} nodes "
+            "still queued; narrow the search space (fewer schedules, ZeRO stages, micro-batch "
+            "sizes) or rank fewer layouts"
+        )
+    if queued > MAX_QUEUED:
+        raise ValueError(
+            f"the search stopped with {queued:,} nodes queued, more than its memory budget of "
+            f"{MAX_QUEUED:,}; narrow the search space or rank fewer layouts"
+        )
+
+
 def search(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -191,10 +218,12 @@ def search(
     space: SearchSpace | None = None,
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
     ranked: int | None = DEFAULT_RANKED,
+    budget_s: float = SEARCH_BUDGET_S,
 ) -> SearchResult:
     """The ``ranked`` fastest layouts of ``model`` on ``num_gpus`` GPUs (None: every one).
 
-    Raises ValueError (one sentence) for a bad GPU count, search space or ``ranked``.
+    Raises ValueError (one sentence) for a bad GPU count, search space or ``ranked``, and when
+    the search passes ``budget_s`` seconds or its budget of queued nodes.
     Source: module docstring (branch and bound over explorer.mesh; rows from
     explorer.estimate).
     """
@@ -211,7 +240,7 @@ def search(
     gc.disable()
     try:
         run = _searcher(problem, assumptions, float("inf") if ranked is None else ranked)
-        run.run()
+        run.run(budget_s)
         run.leftovers()
         rejected = rejected_frame(run.rejected)
         layouts, estimates, estimated = layouts_frame(run.ranked), tuple(run.ranked), run.estimated

@@ -81,7 +81,17 @@ def _degree(layout: Layout, axis: str, factor: float) -> Layout | None:
     def pick(name: str) -> int:
         return int(value) if name == axis else getattr(layout, name)
 
-    return replace(layout, dp=int(dp), tp=pick("tp"), pp=pick("pp"), cp=pick("cp"), ep=pick("ep"))
+    changes = {name: pick(name) for name in ("tp", "pp", "cp", "ep")}
+    return _variant(layout, dp=int(dp), **changes)
+
+
+def _variant(layout: Layout, **changes: Any) -> Layout | None:
+    """``layout`` with ``changes``, or None where its memory recipe does not allow them (a
+    layout string for another pp, recompute modules without selective recompute, ...)."""
+    try:
+        return replace(layout, **changes)
+    except ValueError:
+        return None
 
 
 def neighbours(layout: Layout, moe: bool = True) -> Iterator[tuple[str, Layout]]:
@@ -101,8 +111,9 @@ def neighbours(layout: Layout, moe: bool = True) -> Iterator[tuple[str, Layout]]
                 replace(layout, micro_batch_size=mbs),
             )
     for rc in RECOMPUTES:
-        if rc != layout.recompute:
-            yield f"recompute {layout.recompute} to {rc}", replace(layout, recompute=rc)
+        other = _variant(layout, recompute=rc) if rc != layout.recompute else None
+        if other is not None:
+            yield f"recompute {layout.recompute} to {rc}", other
     yield from _schedules(layout)
 
 
@@ -112,9 +123,10 @@ def _schedules(layout: Layout) -> Iterator[tuple[str, Layout]]:
     now = f"{layout.schedule}" + (f" V{layout.virtual_stages}" if layout.virtual_stages > 1 else "")
     for name in SCHEDULES:
         virtual = 2 if name == "interleaved" else 1
-        if (name, virtual) != (layout.schedule, layout.virtual_stages):
+        other = _variant(layout, schedule=name, virtual_stages=virtual)
+        if (name, virtual) != (layout.schedule, layout.virtual_stages) and other is not None:
             label = name + (" V2" if virtual > 1 else "")
-            yield f"{now} to {label}", replace(layout, schedule=name, virtual_stages=virtual)
+            yield f"{now} to {label}", other
 
 
 def _find(result: SearchResult, layout: Layout) -> Estimate | None:

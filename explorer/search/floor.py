@@ -81,7 +81,7 @@ class MemoryFloor:
         (all that ``stage_params`` reads of a plan)."""
         key = (layout.tp, layout.pp, layout.ep, layout.etp, layout.virtual_stages, layout.schedule)
         if key not in self._plan_cache:
-            held: dict[tuple[int, int, bool, bool, int], HeldParams] = {}
+            held: dict[tuple[int, int, bool, bool, int, bool], HeldParams] = {}
             plans = pipeline_plan(self.p.model, layout)
             for plan in plans:
                 if plan.contents not in held:

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from explorer.comm import COLLECTIVE_KINDS
+from explorer.cost import cost_per_million_tokens
 from explorer.estimate import Estimate
 from explorer.estimate.stages import step_tails_s
 from explorer.memory.training import CATEGORIES
@@ -159,3 +160,22 @@ def rejected_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(REJECTED_COLUMNS))
     frame["kind"] = frame["kind"].astype("category")
     return frame
+
+
+def with_cost_column(
+    frame: pd.DataFrame, num_gpus: int, price_per_gpu_hour: float | None
+) -> pd.DataFrame:
+    """The ranked layouts with ``cost_per_million_tokens_usd`` (NaN without a price).
+
+    Every layout of a search occupies the same ``num_gpus``, so the column ranks as throughput
+    does; it tells what a million training tokens cost at that price (explorer.cost).
+    """
+    out = frame.copy()
+    if price_per_gpu_hour is None or out.empty:
+        out["cost_per_million_tokens_usd"] = float("nan")
+        return out
+    out["cost_per_million_tokens_usd"] = [
+        cost_per_million_tokens(num_gpus, price_per_gpu_hour, t) if t > 0 else float("nan")
+        for t in out["tokens_per_s"]
+    ]
+    return out

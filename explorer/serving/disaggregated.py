@@ -8,9 +8,10 @@ arXiv:2311.18677, sec. 4; SGLang's large-scale EP blog runs DeepSeek-V3 this way
   a second / prompt tokens per request (after the prefix cache's hits).
 - Each request's KV cache crosses the fabric once: prompt x kv_bytes_per_token bytes (the whole
   model's, one copy), over the NICs of the attention group that prefilled it (tp x pp GPUs,
-  one NIC each, at the fabric bandwidth times the links' efficiency). Overlapped with the
-  prefill (``kv_transfer_overlap``) only the last block's share adds to TTFT and the NIC caps
-  the pool's rate; not overlapped, TTFT and the prefill time per request both add it.
+  one NIC each, a point-to-point message each at the scale-out fabric's achievable bandwidth,
+  explorer.comm). Overlapped with the prefill (``kv_transfer_overlap``) only the last
+  block's share adds to TTFT and the NIC caps the pool's rate; not overlapped, TTFT and the
+  prefill time per request both add it.
 - The decode pool runs decode-only steps (no prompt mixed in) at the workload's concurrency
   per replica, at most what its KV cache holds; requests/s = tokens/s / output tokens.
 - A split of N GPUs into n_p prefill and n_d decode replicas serves min(n_p R_p, n_d R_d)
@@ -23,9 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from explorer.comm.collectives import collective_s
 from explorer.memory.serving import ServingLayout, kv_bytes_per_token, max_concurrency
 from explorer.serving.assumptions import ServingAssumptions
-from explorer.serving.latency import EngineStep, replica_latency
+from explorer.serving.latency import EngineStep, _group, replica_latency
 from explorer.serving.layouts import layout_problem, serving_layouts, with_redundant_experts
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 
@@ -54,13 +56,15 @@ class KvTransfer:
 
     bytes_per_request: float
     """prompt x kv_bytes_per_token (whole model, one copy)."""
-    bandwidth_bytes_per_s: float
-    """NICs of one prefill attention group (tp x pp) x fabric bandwidth x link efficiency."""
+    seconds: float
+    """One point-to-point message of its share over each NIC of the prefill group, at the
+    scale-out fabric's achievable bandwidth (explorer.comm), all NICs at once."""
     overlapped: bool
 
     @property
-    def seconds(self) -> float:
-        return self.bytes_per_request / self.bandwidth_bytes_per_s
+    def bandwidth_bytes_per_s(self) -> float:
+        """The bytes over the seconds: what the prefill group's NICs reach together."""
+        return self.bytes_per_request / self.seconds if self.seconds else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +138,10 @@ def kv_transfer(
     """One request's KV cache over the prefill group's NICs (the module docstring)."""
     size = workload.prompt_len * kv_bytes_per_token(model, workload.kv_dtype)
     nics = prefill.tp * prefill.pp  # one attention group: one NIC per GPU (DGX H100/H200/B200)
-    bandwidth = nics * cluster.fabric_bytes_per_s * a.links.scale_out
-    return KvTransfer(size, bandwidth, a.kv_transfer_overlap)
+    pair = _group(cluster, "pp", 2, cluster.domain_size)  # two GPUs in different domains
+    return KvTransfer(
+        size, collective_s("point-to-point", size / nics, pair, a.links), a.kv_transfer_overlap
+    )
 
 
 def prefill_rate(

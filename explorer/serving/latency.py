@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Literal
 
 from explorer.comm.collectives import CollectiveKind, collective_s
-from explorer.comm.topology import GroupName, GroupPlacement
+from explorer.comm.topology import GroupName, GroupPlacement, placement_links
 from explorer.counting import param_counts
 from explorer.flops import block_forward_flops, mlp_weights
 from explorer.memory.serving import (
@@ -112,6 +112,7 @@ def _group(cluster: ClusterSpec, name: GroupName, size: int, stride: int) -> Gro
     """Placement of a group of ``size`` ranks ``stride`` apart (TP innermost, then EP, then PP):
     as many of them share a scale-up domain as the stride allows."""
     per_domain = min(size, max(1, cluster.domain_size // stride))
+    up, out, nvls, sharp = placement_links(cluster)  # the cluster's link models
     return GroupPlacement(
         group=name,
         size=size,
@@ -121,6 +122,11 @@ def _group(cluster: ClusterSpec, name: GroupName, size: int, stride: int) -> Gro
         fabric_bytes_per_s=cluster.fabric_bytes_per_s,
         fast_latency_s=cluster.intra_node_latency_s,
         fabric_latency_s=cluster.inter_node_latency_s,
+        scale_up_fabric=up,
+        scale_out_fabric=out,
+        nvls=nvls,
+        sharp=sharp,
+        measured=cluster.measured_busbw,
     )
 
 

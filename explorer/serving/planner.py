@@ -3,8 +3,10 @@ in sentences."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+from explorer.limits import SERVING_BUDGET_S
 from explorer.memory.serving import ServingLayout
 from explorer.serving.assumptions import ServingAssumptions
 from explorer.serving.estimate import ServingEstimate, estimate_serving, fitted
@@ -32,11 +34,16 @@ def plan_serving(
     workload: ServingWorkload,
     assumptions: ServingAssumptions | None = None,
     concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
+    budget_s: float = SERVING_BUDGET_S,
 ) -> ServingPlan:
-    """Every layout of ``num_gpus``: estimates at the workload, rejects, and the frontier."""
+    """Every layout of ``num_gpus``: estimates at the workload, rejects, and the frontier.
+
+    Raises ValueError (one sentence) when estimating the layouts passes ``budget_s`` seconds.
+    """
     if num_gpus > cluster.world_size:
         raise ValueError(f"{num_gpus} GPUs requested but the cluster has {cluster.world_size}")
     a = assumptions or ServingAssumptions()
+    deadline = time.perf_counter() + budget_s
     valid, rejected = [], []
     for plain in serving_layouts(num_gpus):
         layout = with_redundant_experts(model, plain, a)
@@ -44,11 +51,22 @@ def plan_serving(
             rejected.append((layout, reason))
         else:
             valid.append(layout)
-    estimates = [estimate_serving(model, cluster, lay, workload, a) for lay in valid]
+    estimates = []
+    for lay in valid:
+        _within_budget(deadline, budget_s, len(valid))
+        estimates.append(estimate_serving(model, cluster, lay, workload, a))
     estimates.sort(key=lambda e: (not e.fits, -(e.tokens_per_s or 0.0)))
     sweep = (*concurrencies, workload.concurrency)
     pareto = pareto_points(model, cluster, valid, workload, sweep, a)
     return ServingPlan(tuple(estimates), tuple(rejected), tuple(pareto))
+
+
+def _within_budget(deadline: float, budget_s: float, layouts: int) -> None:
+    if time.perf_counter() > deadline:
+        raise ValueError(
+            f"the serving plan stopped after {budget_s:g} s, its time budget, before estimating "
+            f"all {layouts:,} layouts; plan fewer GPUs"
+        )
 
 
 def _share(part_s: float, roofline: Roofline) -> str:

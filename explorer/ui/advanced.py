@@ -12,8 +12,12 @@ from typing import Any
 
 import streamlit as st
 
+from explorer.limits import MAX_BYTES_PER_S, limit
 from explorer.ui.assumptions import GROUP_TITLES, Knob, knobs, overrides_from
 from explorer.ui.state import key
+
+MAX_GBPS = MAX_BYTES_PER_S / 1e9
+"""The largest link bandwidth a widget takes, GB/s (explorer.limits)."""
 
 
 def render() -> None:
@@ -24,7 +28,7 @@ def render() -> None:
         st.number_input(
             "Intra-node GB/s per GPU (one way)",
             min_value=1.0,
-            max_value=1e6,
+            max_value=MAX_GBPS,
             key=key("intra_GBps"),
             placeholder="GPU preset",
             help="NVLink / Infinity Fabric bandwidth per GPU, one direction, 10^9 B/s. "
@@ -33,7 +37,7 @@ def render() -> None:
         st.number_input(
             "Inter-node GB/s per GPU (one way)",
             min_value=1.0,
-            max_value=1e6,
+            max_value=MAX_GBPS,
             key=key("inter_GBps"),
             placeholder="cluster preset",
             help="Scale-out NIC bandwidth per GPU, one direction, 10^9 B/s (400 Gb/s = 50 GB/s). "
@@ -42,7 +46,7 @@ def render() -> None:
         st.number_input(
             "Fabric oversubscription",
             min_value=1.0,
-            max_value=64.0,
+            max_value=limit("oversubscription"),
             step=0.5,
             key=key("oversub"),
         )

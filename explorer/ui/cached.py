@@ -292,6 +292,15 @@ def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
     return pd.concat([taught, held], ignore_index=True), tuple(data.COMPARED)
 
 
+@st.cache_data(max_entries=2, show_spinner="Estimating 48 published training runs…")
+def published_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """explorer.published_runs: each published run against its estimate, and the summary by
+    GPU generation (validation/published_runs.toml)."""
+    runs = core("published_runs")
+    table = runs.published_table()
+    return table, runs.summary(table)
+
+
 @st.cache_data(max_entries=4, show_spinner="Estimating the published runs…")
 def calibration_table() -> pd.DataFrame:
     """explorer.calibration's table: our estimate against each published figure."""

@@ -31,6 +31,7 @@ COLUMNS = {
     "spare_gib": "spare (GiB)",
     "exposed_comm_s": "exposed comm (s)",
     "num_warnings": "warnings",
+    "cost_per_million_tokens_usd": "US$ per M tokens",
 }
 FORMATS = {
     "step (s)": "%.3f",
@@ -41,6 +42,7 @@ FORMATS = {
     "peak (GiB)": "%.1f",
     "spare (GiB)": "%.1f",
     "exposed comm (s)": "%.3f",
+    "US$ per M tokens": "%.4f",
 }
 
 
@@ -79,6 +81,8 @@ def display(layouts: pd.DataFrame) -> pd.DataFrame:
     frame["peak_gib"] = frame["peak_bytes"] / GiB
     frame["spare_gib"] = frame["spare_bytes"] / GiB
     frame["num_warnings"] = frame["warnings"].map(len)
+    if "cost_per_million_tokens_usd" not in frame:  # no price given (explorer.search.rows)
+        frame["cost_per_million_tokens_usd"] = float("nan")
     return frame
 
 

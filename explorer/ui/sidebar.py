@@ -13,6 +13,8 @@ from typing import Any
 import streamlit as st
 
 from explorer.hf_config import ConfigError
+from explorer.limits import MAX_CONFIG_BYTES, limit
+from explorer.report.markdown import escaped
 from explorer.scenario import (
     EXAMPLES,
     LayoutInputs,
@@ -24,8 +26,8 @@ from explorer.scenario import (
     world_size_error,
 )
 from explorer.specs import PRECISIONS, RECOMPUTES, SCHEDULES
-from explorer.ui import advanced, cached, calibration_upload
-from explorer.ui.format import billions, tokens
+from explorer.ui import advanced, cached, calibration_upload, import_box
+from explorer.ui.format import billions, sentence, tokens
 from explorer.ui.pages import LANDING, SHOWN, landing_after
 from explorer.ui.state import (
     GENERIC,
@@ -114,8 +116,10 @@ def _ensure_option(name: str, options: Sequence[Any], what: str, fallback: Any) 
     """Reset a value that a link put outside the choices, with a message."""
     state = st.session_state
     if state.get(name) not in options:
+        given = repr(state.get(name))
+        given = given if len(given) <= 40 else given[:37] + "..."
         state.setdefault(_LINK_MESSAGES, []).append(
-            f"Unknown {what} {state.get(name)!r} in the link; showing {fallback!r}."
+            f"Unknown {what} {given} in the link; showing {fallback!r}."
         )
         state[name] = fallback
 
@@ -141,9 +145,20 @@ def _examples() -> None:
         )
 
 
+def _most(name: str) -> int:
+    """A widget's largest value: the limit of field ``name`` (explorer.limits)."""
+    return int(limit(name))
+
+
 def _on_upload() -> None:
     file = st.session_state.get(_UPLOADER)
     if file is None:
+        return
+    if file.size > MAX_CONFIG_BYTES:  # refused before its bytes are read
+        st.session_state[_UPLOAD_ERROR] = (
+            f"{file.name}: config.json is {file.size:,} bytes; this tool reads at most "
+            f"{MAX_CONFIG_BYTES:,}."
+        )
         return
     try:
         ref = model_ref_from_upload(file.getvalue(), file.name)
@@ -181,7 +196,7 @@ def _model() -> None:
         if st.session_state.get(_UPLOAD_ERROR):
             st.error(st.session_state[_UPLOAD_ERROR])
         if st.session_state.get(key("config")):
-            st.caption(f"Using **{st.session_state[key('config_name')]}**.")
+            st.caption(f"Using **{escaped(st.session_state[key('config_name')])}**.")
 
 
 def _training_workload() -> None:
@@ -197,16 +212,26 @@ def _training_workload() -> None:
         "Sequence length (tokens)", options=seq_options, key=key("seq"), format_func=tokens
     )
     left, right = st.columns(2)
-    left.number_input("Micro-batch (seqs)", min_value=1, max_value=1 << 24, key=key("mbs"))
-    right.number_input("Global batch (seqs)", min_value=1, max_value=1 << 24, key=key("gbs"))
+    left.number_input(
+        "Micro-batch (seqs)", min_value=1, max_value=_most("micro_batch_size"), key=key("mbs")
+    )
+    right.number_input("Global batch (seqs)", min_value=1, max_value=_most("global_batch_size"),
+                       key=key("gbs"))  # fmt: skip
 
 
 def _serving_workload() -> None:
     left, right = st.columns(2)
-    left.number_input("Prompt (tokens)", min_value=1, max_value=1 << 24, key=key("prompt"))
-    right.number_input("Output (tokens)", min_value=1, max_value=1 << 24, key=key("output"))
+    left.number_input(
+        "Prompt (tokens)", min_value=1, max_value=_most("prompt_len"), key=key("prompt")
+    )
+    right.number_input(
+        "Output (tokens)", min_value=1, max_value=_most("output_len"), key=key("output")
+    )
     st.number_input(
-        "Concurrent requests per replica", min_value=1, max_value=1 << 24, key=key("concurrency")
+        "Concurrent requests per replica",
+        min_value=1,
+        max_value=_most("concurrency"),
+        key=key("concurrency"),
     )
     left, right = st.columns(2)
     left.selectbox("Weights", ("bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"), key=key("weights"))
@@ -217,8 +242,10 @@ def _cluster() -> None:
     gpus = dict(cached.gpu_choices())
     st.selectbox("GPU", list(gpus), key=key("gpu"), format_func=gpus.__getitem__)
     left, right = st.columns(2)
-    left.number_input("GPUs per node", min_value=0, max_value=1 << 20, key=key("gpus_per_node"))
-    right.number_input("Nodes", min_value=0, max_value=1 << 20, key=key("nodes"))
+    left.number_input(
+        "GPUs per node", min_value=0, max_value=_most("gpus_per_node"), key=key("gpus_per_node")
+    )
+    right.number_input("Nodes", min_value=0, max_value=_most("num_nodes"), key=key("nodes"))
     advanced.render()
     calibration_upload.render()
 
@@ -237,7 +264,7 @@ def _fit_dp(dp: int) -> None:
 def _layout(scenario_layout: LayoutInputs, error: str | None, dp: int | None) -> None:
     cells = st.columns(3)
     for cell, name in zip(cells * 2, ("dp", "tp", "pp", "cp", "ep"), strict=False):
-        cell.number_input(name.upper(), min_value=1, max_value=1 << 20, key=key(name))
+        cell.number_input(name.upper(), min_value=1, max_value=_most(name), key=key(name))
     cells[2].selectbox("ZeRO", (0, 1, 2, 3), key=key("zero"), help=ZERO_HELP)
     left, right = st.columns(2)
     left.selectbox("Recompute", RECOMPUTES, key=key("recompute"))
@@ -245,7 +272,9 @@ def _layout(scenario_layout: LayoutInputs, error: str | None, dp: int | None) ->
         "Schedule", SCHEDULES, key=key("schedule"), format_func=SCHEDULE_LABELS.__getitem__
     )
     left, right = st.columns(2)
-    left.number_input("Virtual stages", min_value=1, max_value=64, key=key("virtual"))
+    left.number_input(
+        "Virtual stages", min_value=1, max_value=_most("virtual_stages"), key=key("virtual")
+    )
     right.checkbox(
         "SP",
         key=key("sp"),
@@ -277,7 +306,18 @@ def _section(title: str, body: Callable[[], None]) -> None:
 
 
 def render() -> Scenario:
-    """Draw the sidebar; return the scenario it holds (also in session state and the URL)."""
+    """Draw the sidebar; return the scenario it holds (also in session state and the URL).
+
+    When the presets cannot be read (the folder is missing) the app says so and stops.
+    """
+    try:
+        return _render()
+    except ValueError as error:
+        st.error(sentence(error))
+        st.stop()
+
+
+def _render() -> Scenario:
     _seed_or_keep()
     with st.sidebar:
         _link_messages()
@@ -299,6 +339,7 @@ def render() -> Scenario:
             error = world_size_error(draft.layout, draft.cluster)
             dp = fitted_dp(draft.layout, draft.cluster)
             _section("Layout", lambda: _layout(draft.layout, error, dp))
+            import_box.render()
     scenario = scenario_from_state(st.session_state.to_dict())
     st.session_state[SCENARIO] = scenario
     _sync_url(scenario)

@@ -17,6 +17,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.navigation.page import StreamlitPage
 
+from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
 from explorer.ui import cached
 from explorer.ui.charts.style import CONFIG, Figure
@@ -106,7 +107,7 @@ def header(
     """The page title and one line saying what is being estimated."""
     st.subheader(title)
     layout = scenario.layout
-    parts = [f"**{model_name}**"] if model_name else []
+    parts = [f"**{escaped(model_name)}**"] if model_name else []
     parts += [
         f"{scenario.cluster.num_gpus:,} GPUs ({scenario.cluster.num_nodes:,} × "
         f"{scenario.cluster.gpus_per_node} {gpu_name or _gpu_name(scenario.cluster.gpu)})",

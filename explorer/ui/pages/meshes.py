@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
+from explorer import limits
 from explorer.scenario import LayoutInputs, Scenario, SearchInputs
+from explorer.search.rows import with_cost_column
 from explorer.specs import RECOMPUTES, SCHEDULES
 from explorer.ui import cached, inputs, sidebar
 from explorer.ui.charts.memory import stage_memory_figure
@@ -223,11 +225,16 @@ def _space(scenario: Scenario) -> None:
     left.multiselect("Recompute", RECOMPUTES, key=key("recomputes"))
     sizes = sorted({*MICRO_BATCH_SIZES, *scenario.search.micro_batch_sizes})
     right.multiselect("Micro-batch sizes", sizes, key=key("mbs_tried"))
-    left.number_input("Most virtual stages", min_value=1, max_value=16, key=key("max_virtual"))
+    left.number_input(
+        "Most virtual stages",
+        min_value=1,
+        max_value=int(limits.limit("max_virtual")),
+        key=key("max_virtual"),
+    )
     right.number_input(
         "Layouts to rank",
         min_value=1,
-        max_value=200,
+        max_value=int(limits.limit("ranked")),
         key=key("ranked"),
         help="The search stops once these are certain; more rows take a little longer.",
     )
@@ -247,7 +254,10 @@ def render(scenario: Scenario) -> None:
     result = cached.search(
         case.model, case.cluster, case.workload, scenario.assumptions, space, scenario.search.ranked
     )
-    frame = display(result.layouts)
+    gpu = case.cluster.gpu  # priced at the GPU preset's published list price, if any
+    frame = display(
+        with_cost_column(result.layouts, result.problem.num_gpus, gpu.price_per_gpu_hour)
+    )
     cols = st.columns(4)
     cols[0].metric("Layouts considered", f"{result.evaluated:,}")
     cols[1].metric("Fully estimated", f"{result.estimated:,}")

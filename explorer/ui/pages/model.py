@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
 from explorer.specs import ModelSpec
 from explorer.ui import cached, inputs
@@ -82,7 +83,7 @@ def render(scenario: Scenario) -> None:
     seq = scenario.training.seq_len if training else scenario.serving.prompt_len
     total, active = cached.params(model)
     forward = cached.forward_flops(model, seq)
-    st.subheader(model.name)
+    st.subheader(escaped(model.name))
     cols = st.columns(4)
     with_mtp = f"{total.total:,} with the multi-token-prediction modules" if total.mtp else None
     cols[0].metric("Parameters", billions(total.total_without_mtp), help=with_mtp)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from explorer.limits import MAX_REPORT_BYTES
+from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
 from explorer.ui import cached, sidebar
 from explorer.ui.format import sentence
@@ -29,7 +31,15 @@ def _on_upload() -> None:
     if file is None:
         return
     try:
+        if file.size > MAX_REPORT_BYTES:  # refused before its bytes are read
+            raise ValueError(
+                f"The report is {file.size:,} bytes; this tool reads at most {MAX_REPORT_BYTES:,}."
+            )
         scenario = cached.load_report(file.getvalue())
+    except RecursionError:  # bounded before parsing (explorer.limits); kept as a last guard
+        st.session_state[UPLOAD_ERROR] = f"{file.name}: the report is nested too deeply to read."
+        st.session_state.pop(UPLOAD_DONE, None)
+        return
     except ValueError as error:
         st.session_state[UPLOAD_ERROR] = f"{file.name}: {sentence(error)}"
         st.session_state.pop(UPLOAD_DONE, None)
@@ -86,9 +96,9 @@ def _report(scenario: Scenario) -> None:
         "adds the best layouts and where yours stands.",
     )
     report = cached.report(scenario, with_search)
-    st.markdown(f"**{report.title}**")
+    st.markdown(f"**{escaped(report.title)}**")
     for paragraph in report.section("summary").paragraphs:
-        st.markdown(paragraph)
+        st.markdown(escaped(paragraph))
     _downloads(scenario, with_search)
     st.caption("Sections: " + " · ".join(s.title for s in report.sections))
     if box := opened("Preview (Markdown)", "report_preview"):

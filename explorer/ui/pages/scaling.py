@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from explorer.cost import point_cost
+from explorer.limits import MAX_GPUS
 from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
 from explorer.ui.charts.scaling import ScalingRow, scaling_figure
@@ -19,7 +21,6 @@ if TYPE_CHECKING:
 RANGE_KEY = "scaling_range"
 TABS_KEY = "scaling_kind"
 AXES = ("tp", "pp", "dp", "ep")
-MAX_GPUS = 1 << 16
 
 
 def _counts(scenario: Scenario) -> tuple[int, ...]:
@@ -62,8 +63,15 @@ def _rows(sweep: ScalingSweep) -> list[ScalingRow]:
     return rows
 
 
-def _table(sweep: ScalingSweep) -> pd.DataFrame:
+def _table(sweep: ScalingSweep, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
     table = pd.DataFrame(sweep.rows())
+    table["US$ per M tokens"] = [
+        point_cost(p.num_gpus, p.estimate.tokens_per_s if p.estimate else None, price_per_gpu_hour)[
+            "cost_per_million_tokens_usd"
+        ]
+        for p in sweep.points
+    ]
+    table["US$ per M tokens"] = table["US$ per M tokens"].astype(float)
     numbers = ["tp", "pp", "dp", "ep", "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu"]
     table[numbers] = table[numbers].astype(float)  # None (nothing fits) shows as an empty cell
     table["recompute"] = table["recompute"].fillna("no layout fits")
@@ -91,6 +99,15 @@ def render(scenario: Scenario) -> None:
         "batch; weak scaling grows it in proportion to the GPUs, from the smallest count."
     )
     expected_error("scaling")
+    gpu = case.cluster.gpu
+    price = st.number_input(
+        "Price per GPU-hour (US$)",
+        min_value=0.0,
+        value=float(gpu.price_per_gpu_hour or 0.0),
+        step=0.1,
+        key="scaling_price_per_gpu_hour",
+        help=gpu.price_source or "no published price for this GPU",
+    )
     specs = (case.model, case.cluster, counts, case.workload, scenario.assumptions)
     labels = {"strong": "Strong scaling", "weak": "Weak scaling"}
     tabs = st.tabs(list(labels.values()), key=TABS_KEY, on_change="rerun")
@@ -106,7 +123,7 @@ def render(scenario: Scenario) -> None:
                 scaling_figure(kind, _rows(sweep), denominator=sweep.denominator), f"{kind}_scaling"
             )
             st.dataframe(
-                _table(sweep),
+                _table(sweep, price or None),
                 hide_index=True,
                 placeholder="–",
                 width="stretch",
@@ -117,6 +134,7 @@ def render(scenario: Scenario) -> None:
                     "tokens/s per GPU": st.column_config.NumberColumn(format="%.1f"),
                     "efficiency (%)": st.column_config.NumberColumn(format="%.1f"),
                     "MFU (%)": st.column_config.NumberColumn(format="%.1f"),
+                    "US$ per M tokens": st.column_config.NumberColumn(format="%.4f"),
                 },
             )
 

@@ -102,6 +102,70 @@ def _published_runs() -> None:
     )
 
 
+TODAY = {
+    "id": "run",
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "framework": "framework",
+    "model": "model",
+    "precision": "precision",
+    "layout": "layout",
+    "published_tokens_per_s_per_gpu": "published tokens/s/GPU",
+    "estimated_tokens_per_s_per_gpu": "estimated tokens/s/GPU",
+    "error (%)": "error (%)",
+    "estimated_peak_gib": "estimated peak (GiB)",
+    "gpu_gib": "GPU memory (GiB)",
+    "fits": "fits",
+    "measured_memory_gib": "measured peak (GiB)",
+    "exact": "exact layout",
+}
+
+
+def _todays_runs() -> None:
+    """Published runs on H100, H200, H800, B200 and GB200 (and A100), none fitted."""
+    st.markdown("#### Published runs on today's GPUs: tokens/s per GPU")
+    table, summary = cached.published_runs()
+    st.caption(
+        "Megatron-Bridge, NeMo, NeMo AutoModel and torchtitan performance tables, Meta's Llama 3 "
+        "405B run and the DeepSeek-V3 report (`validation/published_runs.toml`, each row with "
+        "its document and table; `python -m validation.published`). Every run uses the same "
+        "defaults, set only to describe how it ran; nothing is fitted. A layout the tool cannot "
+        "express exactly is estimated at the nearest one and marked."
+    )
+    shown = summary.assign(
+        **{
+            "mean |error| (%)": (summary["mean_abs_error"] * 100).round(1) + 0.0,
+            "worst error (%)": (summary["worst_error"] * 100).round(1) + 0.0,
+        }
+    )[
+        [
+            "group",
+            "runs",
+            "exact_layouts",
+            "mean |error| (%)",
+            "worst error (%)",
+            "too_high",
+            "not_fitting",
+        ]
+    ]
+    st.dataframe(shown, hide_index=True, width="stretch")
+    errors = (table["error"] * 100).round(1) + 0.0
+    st.dataframe(
+        table.assign(**{"error (%)": errors})[list(TODAY)].rename(columns=TODAY),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "GPUs": st.column_config.NumberColumn(format="localized"),
+            "published tokens/s/GPU": st.column_config.NumberColumn(format="%.4g"),
+            "estimated tokens/s/GPU": st.column_config.NumberColumn(format="%.4g"),
+            "error (%)": st.column_config.NumberColumn(format="%+.1f"),
+            "estimated peak (GiB)": st.column_config.NumberColumn(format="%.1f"),
+            "GPU memory (GiB)": st.column_config.NumberColumn(format="%.1f"),
+            "measured peak (GiB)": st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
+
+
 def render(scenario: Scenario) -> None:
     st.subheader("Validation: how accurate is it?")
     _statements()
@@ -144,6 +208,7 @@ def render(scenario: Scenario) -> None:
         },
     )
     _categories(table, categories)
+    _todays_runs()
     _published_runs()
 
 

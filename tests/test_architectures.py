@@ -1,0 +1,314 @@
+"""Architectures of issue 18 from their config.json: official parameter counts, sliding-window
+KV cache and attention FLOPs, and one-sentence errors naming the field."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from architecture_configs import (
+    BLOOM_176B,
+    BLOOM_560M,
+    DEEPSEEK_V2,
+    DEEPSEEK_V2_LITE,
+    DEEPSEEK_V32,
+    GEMMA2_2B,
+    GEMMA2_9B,
+    GEMMA2_27B,
+    GEMMA3_1B,
+    GEMMA3_12B,
+    GLM45,
+    GLM45_AIR,
+    GPT_OSS_20B,
+    GPT_OSS_120B,
+    LLAMA4_MAVERICK,
+    LLAMA4_SCOUT,
+    MPT_7B,
+    NEMOTRON4_340B,
+    PHI3_MINI,
+    PHI4,
+    PHI35_MOE,
+    QWEN3_NEXT,
+)
+
+from explorer.counting import active_param_counts, linear_attention_params, param_counts
+from explorer.flops import (
+    block_forward_flops,
+    forward_flops_per_token,
+    keys_per_query,
+    keys_per_query_chunked,
+)
+from explorer.hf_config import ConfigError, model_from_config
+from explorer.memory.serving_layout import kv_bytes_per_token_per_layer, kv_cache_bytes_per_sequence
+from explorer.presets import load_model
+
+# Exact counts: the safetensors parameter count the Hugging Face hub shows for the checkpoint
+# (or the model card's exact figure, BLOOM: "176,247,271,424 parameters").
+EXACT = [
+    (GEMMA2_2B, 2_614_341_888),  # google/gemma-2-2b
+    (GEMMA2_9B, 9_241_705_984),  # google/gemma-2-9b
+    (GEMMA2_27B, 27_227_128_320),  # google/gemma-2-27b
+    (GEMMA3_1B, 999_885_952),  # google/gemma-3-1b-pt
+    (PHI3_MINI, 3_821_079_552),  # microsoft/Phi-3-mini-4k-instruct
+    (BLOOM_176B, 176_247_271_424),  # bigscience/bloom model card
+    (BLOOM_560M, 559_214_592),  # bigscience/bloom-560m model card
+    (MPT_7B, 6_649_286_656),  # mosaicml/mpt-7b
+]
+
+
+@pytest.mark.parametrize(("config", "official"), EXACT)
+def test_exact_official_counts(config: dict, official: int) -> None:
+    assert param_counts(model_from_config(config)).total == official
+
+
+# Rounded counts from model cards and reports: (config, total, active or None, relative tolerance).
+ROUNDED = [
+    (PHI4, 14.7e9, None, 0.005),  # microsoft/phi-4 hub count 14.7B
+    (PHI35_MOE, 41.9e9, 6.6e9, 0.01),  # Phi-3.5-MoE model card: 41.9B total, 6.6B active
+    (NEMOTRON4_340B, 340e9, None, 0.005),  # Nemotron-4 340B report (arXiv:2406.11704)
+    (DEEPSEEK_V2, 236e9, 21e9, 0.02),  # DeepSeek-V2 report abstract: 236B total, 21B active
+]
+
+
+@pytest.mark.parametrize(("config", "total", "active", "tolerance"), ROUNDED)
+def test_rounded_official_counts(
+    config: dict, total: float, active: float | None, tolerance: float
+) -> None:
+    model = model_from_config(config)
+    assert param_counts(model).total_without_mtp == pytest.approx(total, rel=tolerance)
+    if active is not None:
+        assert active_param_counts(model).total_without_mtp == pytest.approx(active, rel=tolerance)
+
+
+def _active_without_embeddings(config: dict) -> float:
+    counts = active_param_counts(model_from_config(config))
+    return counts.total_without_mtp - counts.embeddings - counts.lm_head
+
+
+def test_counts_that_leave_out_embeddings() -> None:
+    # GLM-4.5 report Table 1: 355B total / 32B active; GLM-4.5-Air 106B / 12B. The active
+    # figures match without embedding and LM head (33.6B and 13.4B with them).
+    assert param_counts(model_from_config(GLM45)).total_without_mtp == pytest.approx(
+        355e9, rel=0.01
+    )
+    assert _active_without_embeddings(GLM45) == pytest.approx(32e9, rel=0.01)
+    assert param_counts(model_from_config(GLM45_AIR)).total_without_mtp == pytest.approx(
+        106e9, rel=0.01
+    )
+    assert _active_without_embeddings(GLM45_AIR) == pytest.approx(12e9, rel=0.02)
+    # DeepSeek-V2-Lite card: 15.7B total, 2.4B activated (again without one embedding matrix).
+    lite = model_from_config(DEEPSEEK_V2_LITE)
+    assert param_counts(lite).total == pytest.approx(15.7e9, rel=0.005)
+    active = active_param_counts(lite)
+    assert active.total - active.embeddings == pytest.approx(2.4e9, rel=0.03)
+
+
+def test_gemma3_vision_left_out_and_non_embedding_matches_report() -> None:
+    # Gemma 3 report (arXiv:2503.19786) Table 1: 12B has 10,759M non-embedding parameters.
+    counts = param_counts(model_from_config(GEMMA3_12B))
+    assert counts.total - counts.embeddings == pytest.approx(10_759e6, rel=1e-4)
+
+
+def test_gemma_blocks() -> None:
+    g2, g3 = model_from_config(GEMMA2_9B), model_from_config(GEMMA3_1B)
+    assert g2.tie_word_embeddings and g2.post_norms and g2.head_size == 256
+    assert g2.window_layers == tuple(range(0, 42, 2))  # even blocks local, odd global
+    assert g3.qk_norm and g3.sliding_window == 512
+    assert [i for i in range(26) if g3.attention_window(i) is None] == [5, 11, 17, 23]
+
+
+def test_sliding_window_kv_cache_is_the_window() -> None:
+    g3 = model_from_config(GEMMA3_1B)  # 22 local blocks of window 512, 4 global blocks
+    per_layer = kv_bytes_per_token_per_layer(g3, "bf16")
+    assert per_layer == 2 * 1 * 256 * 2  # K and V, one KV head of 256, 2 bytes
+    assert kv_cache_bytes_per_sequence(g3, "bf16", 32768) == per_layer * (22 * 512 + 4 * 32768)
+    # Shorter than the window: every block keeps every token.
+    assert kv_cache_bytes_per_sequence(g3, "bf16", 300) == per_layer * 26 * 300
+    mistral = load_model("mistral-7b")  # sliding_window 4096 on all 32 blocks
+    assert mistral.sliding_window == 4096
+    mistral_layer = kv_bytes_per_token_per_layer(mistral, "bf16")
+    assert kv_cache_bytes_per_sequence(mistral, "bf16", 32768) == mistral_layer * 32 * 4096
+
+
+def test_sliding_window_attention_flops() -> None:
+    # Causal, s = 8, w = 4: keys per query 1, 2, 3, 4, 4, 4, 4, 4 -> mean 26 / 8 = 3.25.
+    assert keys_per_query(8, 4) == pytest.approx(3.25)
+    assert keys_per_query(8, None) == 4.0 and keys_per_query(8, 4, causal=False) == 4.0
+    g2 = model_from_config(GEMMA2_9B)
+    full = dataclasses.replace(g2, sliding_window=None, window_layers=None)
+    s, w = 8192, 4096
+    ratio = (
+        forward_flops_per_token(g2, s).attention_core
+        / forward_flops_per_token(full, s).attention_core
+    )
+    # 21 local blocks at keys_per_query(s, w) and 21 global at s / 2.
+    assert ratio == pytest.approx((21 * keys_per_query(s, w) + 21 * s / 2) / (42 * s / 2))
+
+
+def test_qwen2_sliding_window_layers() -> None:
+    config = {
+        "architectures": ["Qwen2ForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 8,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 2048,
+        "vocab_size": 1000, "use_sliding_window": True, "sliding_window": 256,
+        "max_window_layers": 6,
+    }  # fmt: skip
+    assert model_from_config(config).window_layers == (6, 7)
+    off = model_from_config(config | {"use_sliding_window": False})
+    assert off.sliding_window is None
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        (GEMMA3_1B | {"layer_types": ["chunked_attention"] * 26}, "field 'layer_types' has"),
+        (GEMMA3_1B | {"layer_types": ["full_attention"] * 3}, "'layer_types' lists 3 layers"),
+        (NEMOTRON4_340B | {"hidden_act": "silu"}, "field 'hidden_act' is 'silu'"),
+        (MPT_7B | {"attn_config": {"attn_type": "grouped_query_attention"}}, "attn_type"),
+        ({k: v for k, v in GEMMA2_9B.items() if k != "head_dim"} | {"head_dim": 0}, "head_dim"),
+        ({**BLOOM_560M, "n_embed": None}, "'hidden_size' (or 'n_embed')"),
+        (
+            {"architectures": ["Gemma3ForConditionalGeneration"], "text_config": {}},
+            "has no field 'hidden_size'",
+        ),
+    ],
+)
+def test_bad_configs_name_the_field(config: dict, words: str) -> None:
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")) as err:
+        model_from_config(config)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "closest"),
+    [
+        ("falcon", "BloomForCausalLM"),
+        ("nemotron_h", "NemotronForCausalLM"),
+        ("qwen3_5_moe", "Qwen3NextForCausalLM"),
+        ("gemma", "Gemma2ForCausalLM"),
+        ("qwen2_vl", "Qwen2ForCausalLM"),
+    ],
+)
+def test_unknown_model_type_names_the_closest(model_type: str, closest: str) -> None:
+    with pytest.raises(ConfigError, match=f"closest supported: {closest}"):
+        model_from_config({"model_type": model_type, "hidden_size": 8})
+
+
+@pytest.mark.parametrize(
+    ("config", "total", "active"),
+    [
+        # gpt-oss model card (arXiv:2508.10925) Table 1: 116.83B / 5.13B and 20.91B / 3.61B;
+        # its active count leaves out the embedding (the unembedding is in).
+        (GPT_OSS_120B, 116.83e9, 5.13e9),
+        (GPT_OSS_20B, 20.91e9, 3.61e9),
+    ],
+)
+def test_gpt_oss_counts(config: dict, total: float, active: float) -> None:
+    model = model_from_config(config)
+    assert param_counts(model).total == pytest.approx(total, abs=0.005e9)
+    counts = active_param_counts(model)
+    assert counts.total - counts.embeddings == pytest.approx(active, abs=0.005e9)
+    # Sinks: one per head and block; every block MoE with biased experts and router.
+    assert (
+        param_counts(model).attention
+        - param_counts(dataclasses.replace(model, attention_sinks=False)).attention
+        == 64 * model.num_hidden_layers
+    )
+    assert model.num_moe_layers == model.num_hidden_layers
+    assert model.attention_window(0) == 128 and model.attention_window(1) is None
+
+
+def test_llama4_counts_and_layout() -> None:
+    # Llama 4 model cards: Scout 17B active / 109B total, Maverick 17B active / 400B total.
+    # Scout's 109B includes the vision encoder, which this tool leaves out (107.8B here).
+    scout, maverick = model_from_config(LLAMA4_SCOUT), model_from_config(LLAMA4_MAVERICK)
+    assert param_counts(maverick).total == pytest.approx(400e9, rel=0.005)
+    assert param_counts(scout).total == pytest.approx(109e9, rel=0.015)
+    for model in (scout, maverick):
+        assert active_param_counts(model).total == pytest.approx(17e9, rel=0.015)
+        assert model.shared_ffn_size == 8192
+    assert scout.num_moe_layers == 48
+    assert [i for i in range(6) if maverick.is_moe_layer(i)] == [1, 3, 5]
+    # Dense blocks of Maverick use intermediate_size_mlp (16384), experts intermediate_size.
+    assert param_counts(maverick).mlp == 24 * 3 * 5120 * 16384
+    # Chunked attention on three of every four blocks (the fourth is global NoPE).
+    assert [i for i in range(8) if scout.attention_window(i) is None] == [3, 7]
+
+
+def test_chunked_attention_kv_and_flops() -> None:
+    # Causal chunks of 4 over 10 tokens: 1+2+3+4, 1+2+3+4, 1+2 -> 23 keys / 10 queries.
+    assert keys_per_query_chunked(10, 4) == pytest.approx(2.3)
+    scout = model_from_config(LLAMA4_SCOUT)
+    per_layer = kv_bytes_per_token_per_layer(scout, "bf16")
+    # 36 chunked blocks hold at most one chunk (8192 tokens); 12 global blocks hold them all.
+    assert kv_cache_bytes_per_sequence(scout, "bf16", 65536) == per_layer * (36 * 8192 + 12 * 65536)
+    full = dataclasses.replace(scout, sliding_window=None, window_layers=None)
+    s = 65536
+    ratio = (
+        forward_flops_per_token(scout, s).attention_core
+        / forward_flops_per_token(full, s).attention_core
+    )
+    assert ratio == pytest.approx((36 * (8192 + 1) / 2 + 12 * s / 2) / (48 * s / 2))
+
+
+def test_llama4_unsupported_moe_pattern_names_the_field() -> None:
+    text = LLAMA4_MAVERICK["text_config"] | {"moe_layers": [0, 1, 2]}
+    with pytest.raises(ConfigError, match="field 'moe_layers'"):
+        model_from_config(LLAMA4_MAVERICK | {"text_config": text})
+
+
+def test_deepseek_v32_indexer_and_sparse_attention() -> None:
+    v32 = model_from_config(DEEPSEEK_V32)
+    v3 = load_model("deepseek-v3")
+    # Indexer per block: 1536 x 64 x 128 (wq_b) + 7168 x 128 (wk) + 2 x 128 (k_norm)
+    # + 7168 x 64 (weights_proj) = 13,959,424.
+    per_block = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert per_block == 13_959_424
+    added = param_counts(v32).total_without_mtp - param_counts(v3).total_without_mtp
+    assert added == 61 * per_block
+    # DeepSeek-V3.2-Exp keeps V3's 671B (the indexer adds 0.85B).
+    assert param_counts(v32).total_without_mtp == pytest.approx(671e9, rel=0.005)
+    # Attention at 32k: each query reads at most 2048 keys; the indexer scores all of them.
+    s = 32768
+    core = forward_flops_per_token(v32, s).attention_core / 61
+    a, d_qk, d_v = 128, 192, 128
+    sparse = 2.0 * keys_per_query(s, 2048) * a * (d_qk + d_v)
+    indexer = 2.0 * (s / 2) * 64 * 128
+    assert core == pytest.approx(sparse + indexer)
+    # Against dense MLA (2 x s/2 x 128 x 320 per token): about 0.32 of it at 32k tokens.
+    dense = forward_flops_per_token(v3, s).attention_core / 61
+    assert core / dense == pytest.approx((sparse + indexer) / (2.0 * (s / 2) * a * (d_qk + d_v)))
+
+
+def test_qwen3_next_counts() -> None:
+    model = model_from_config(QWEN3_NEXT)
+    # Qwen3-Coder-Next (the same shape) publishes 79,674,391,296 parameters in its safetensors;
+    # the Qwen3-Next-80B-A3B card rounds to 80B total and 3B activated (without embeddings).
+    assert param_counts(model).total == 79_674_391_296
+    assert param_counts(model).total == pytest.approx(80e9, rel=0.005)
+    assert _active_without_embeddings(QWEN3_NEXT) == pytest.approx(3e9, abs=0.5e9)
+    assert len(model.linear_attention_layers) == 36 and 3 not in model.linear_attention_layers
+    # One Gated DeltaNet block by hand: in_proj_qkvz 2048 x (2 x 2048 + 2 x 4096), in_proj_ba
+    # 2048 x 64, conv (2 x 2048 + 4096) x 4, dt_bias and A_log 2 x 32, norm 128, out 4096 x 2048.
+    assert linear_attention_params(model) == (
+        2048 * 12288 + 2048 * 64 + 8192 * 4 + 64 + 128 + 4096 * 2048
+    )
+
+
+def test_qwen3_next_state_and_flops() -> None:
+    model = model_from_config(QWEN3_NEXT)
+    per_layer = kv_bytes_per_token_per_layer(model, "bf16")  # 2 x 2 KV heads x 256 x 2 bytes
+    assert per_layer == 2 * 2 * 256 * 2
+    # 12 softmax blocks keep every token; 36 linear blocks a fixed state: 32 heads x 128 x 128
+    # fp32, and 3 past inputs of the 8192-wide convolution in bf16.
+    state = 32 * 128 * 128 * 4 + 8192 * 3 * 2
+    for tokens in (1, 4096, 65536):
+        assert kv_cache_bytes_per_sequence(model, "bf16", tokens) == (
+            12 * tokens * per_layer + 36 * state
+        )
+    # Linear blocks: attention cost does not grow with the sequence.
+    assert block_forward_flops(model, 0, 4096).attention_core == 8.0 * 32 * 128 * 128
+    assert block_forward_flops(model, 0, 65536).attention_core == 8.0 * 32 * 128 * 128
+    assert (
+        block_forward_flops(model, 3, 65536).attention_core
+        > block_forward_flops(model, 3, 4096).attention_core
+    )

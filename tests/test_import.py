@@ -1,0 +1,520 @@
+"""Importing users' launch settings: real recipe files, the export-import round trip, bad input,
+the CLI's contract (``import --json``, ``--from-*`` on estimate / search / report)."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from explorer.cli import main
+from explorer.importers import RecipeError, read_megatron, read_torchtitan
+from explorer.importers.megatron_table import TABLE as MEGATRON_TABLE
+from explorer.importers.megatron_table import Unsupported
+from explorer.importers.torchtitan_table import TABLE as TORCHTITAN_TABLE
+from explorer.launch import (
+    megatron_arguments,
+    pipeline_layout_string,
+    rank_layers,
+    torchtitan_config,
+)
+from explorer.mesh import SearchSpace
+from explorer.mesh.space import divisors
+from explorer.precision import precision_policy
+from explorer.presets import load_model, model_ids
+from explorer.specs import PRECISIONS, Layout, TrainingWorkload
+from explorer.units import BYTES_PER_DTYPE
+
+RECIPES = Path(__file__).parent / "recipes"
+
+
+def megatron(name: str, gpus: int | None = None):
+    return read_megatron((RECIPES / name).read_text(), gpus)
+
+
+def torchtitan(name: str, gpus: int | None = None):
+    return read_torchtitan((RECIPES / name).read_text(), gpus)
+
+
+# ------------------------------------------------------------------------------ recipe files
+
+
+def test_nemo_llama3_70b_recipe_reads_as_published():
+    # NeMo-Framework-Launcher llama3_70b.yaml: 128 nodes x 8, TP4 PP4 VP5 CP2, GBS 2048, 8K
+    got = megatron("nemo_llama3_70b.yaml")
+    lay = got.layout
+    assert (lay.tp, lay.pp, lay.cp, lay.dp, lay.virtual_stages) == (4, 4, 2, 32, 5)
+    assert lay.schedule == "interleaved" and lay.zero == 1 and lay.sp
+    assert (got.workload.seq_len, got.workload.global_batch_size) == (8192, 2048)
+    assert got.model == "llama-3.1-70b" and got.num_gpus == 1024
+    assert got.unsupported == ()
+
+
+def test_nemo_llama3_405b_names_the_nearest_preset_and_the_field_that_differs():
+    # the launcher's 405B config has 16 query groups; the published model has 8 KV heads
+    got = megatron("nemo_llama3_1_405b.yaml")
+    assert got.model is None
+    assert (got.layout.dp, got.layout.virtual_stages, got.num_gpus) == (32, 7, 4608)
+    (sentence,) = [s for s in got.unsupported if "match no preset" in s]
+    assert "nearest: llama-3.1-405b, which has num_key_value_heads 8" in sentence
+
+
+def test_bridge_deepseek_v3_recipe_reads_its_pipeline_layout_and_recompute_modules():
+    got = megatron("bridge_deepseek_v3_h100_fp8.yaml", 1024)
+    lay = got.layout
+    assert (lay.tp, lay.pp, lay.ep, lay.etp, lay.dp, lay.virtual_stages) == (2, 8, 64, 1, 64, 4)
+    assert lay.recompute == "none"  # mla_up_proj and mlp, not the attention core
+    # Et|(tt|)*30mL: stage s on rank s mod 8; rank 0 holds 1+2+2+2, rank 7 2+2+2+0 layers
+    assert lay.stage_layers == (7, 8, 8, 8, 8, 8, 8, 6)
+    assert sum(lay.stage_layers) == load_model("deepseek-v3").num_hidden_layers
+    assert got.workload.precision == "fp8-mixed" and got.workload.grad_dtype == "bf16"
+    assert got.model == "deepseek-v3"
+    text = " ".join(got.unsupported)
+    assert "mla_up_proj, mlp" in text and "moe_token_dispatcher_type flex" in text
+    assert "fp32 Adam moments" not in text  # the recipe keeps bf16 moments, as fp8-mixed does
+
+
+def test_bridge_megatron_fsdp_override_is_zero_3():
+    got = megatron("bridge_llama3_8b_megatron_fsdp.yaml", 8)
+    assert (got.layout.zero, got.layout.dp, got.workload.seq_len) == (3, 8, 4096)
+    assert "precision" not in got.given  # the overridden recipe sets it, not this file
+
+
+def test_megatron_argument_line_reads_launcher_world_size_and_fp8():
+    got = megatron("megatron_llama3_8b_h100_fp8.sh")
+    assert (got.num_gpus, got.layout.dp, got.layout.zero) == (8, 8, 1)
+    assert got.workload.precision == "fp8-mixed" and got.workload.grad_dtype == "bf16"
+    assert got.model == "llama-3.1-8b"  # dense (no --num-experts), vocabulary 128256
+    text = " ".join(got.unsupported)
+    assert "--fp8-param-gather: FP8 weight copies" in text
+    assert "--tiktoken-pattern" not in text
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "expected"),
+    [
+        # llama3_8b.toml: FSDP over 64 A100, local batch 1, selective op
+        ("torchtitan_llama3_8b.toml", 64, (1, 64, 3, 1, "selective", 64)),
+        # llama3_70b.toml: TP 8, FSDP over the other 8, local batch 8, full AC
+        ("torchtitan_llama3_70b.toml", 64, (8, 8, 3, 8, "full", 64)),
+        ("torchtitan_llama3_405b.toml", 128, (8, 16, 3, 2, "full", 32)),
+        ("torchtitan_deepseek_v3_671b.toml", 256, (1, 256, 3, 4, "selective", 1024)),
+    ],
+)
+def test_torchtitan_train_configs(name, gpus, expected):
+    got = torchtitan(name, gpus)
+    lay = got.layout
+    assert (lay.tp, lay.dp, lay.zero, lay.micro_batch_size, lay.recompute) == expected[:5]
+    assert got.workload.global_batch_size == expected[5]
+    assert got.model is not None
+
+
+def test_torchtitan_imports_pytorch_memory_behaviour_and_megatron_keeps_the_default():
+    assert torchtitan("torchtitan_llama3_70b.toml", 64).assumptions == (
+        ("memory.framework", "pytorch"),
+    )
+    assert megatron("nemo_llama3_70b.yaml").assumptions == ()
+
+
+def test_torchtitan_float8_converter_is_fp8_and_says_what_it_cannot_count():
+    got = torchtitan("torchtitan_llama3_405b.toml", 128)
+    assert got.workload.precision == "fp8-mixed"
+    assert any("enable_fsdp_float8_all_gather" in s for s in got.unsupported)
+
+
+def test_torchtitan_hsdp_is_named():
+    text = "[parallelism]\ndata_parallel_replicate_degree = 4\ndata_parallel_shard_degree = 8\n"
+    got = read_torchtitan(text)
+    assert (got.layout.dp, got.layout.zero, got.num_gpus) == (32, 3, 32)
+    assert any(s.startswith("HSDP (replicate 4 x shard 8)") for s in got.unsupported)
+
+
+def test_torchtitan_default_reshard_keeps_weights_under_pipeline_parallelism():
+    text = "[parallelism]\ndata_parallel_shard_degree = 4\npipeline_parallel_degree = 2\n"
+    assert read_torchtitan(text).layout.zero == 2
+    assert read_torchtitan(text.replace("= 2", "= 1")).layout.zero == 3
+
+
+def test_torchtitan_deals_out_layers_as_it_does_with_embedding_and_output_weights():
+    # 32 layers, 4 stages, embedding and output weighted as one layer each: 34 effective,
+    # 9/9/8/8 per stage, so 8 / 9 / 8 / 7 transformer blocks
+    text = "[model]\nflavor = '8B'\n[parallelism]\npipeline_parallel_degree = 4\n"
+    assert read_torchtitan(text, 4).layout.stage_layers == (8, 9, 8, 7)
+
+
+def test_unknown_settings_are_named_in_one_sentence():
+    got = read_megatron("--tensor-model-parallel-size 2 --frobnicate 3 --wibble", 8)
+    assert got.layout.dp == 4
+    assert got.unsupported[-1] == "Not known to the tool, so not read: --frobnicate, --wibble."
+
+
+def test_block_recompute_of_some_layers_is_named():
+    line = (
+        "--pipeline-model-parallel-size 4 --num-layers 80 --hidden-size 8192 "
+        "--recompute-granularity full --recompute-method block --recompute-num-layers 5"
+    )
+    got = read_megatron(line, 32)
+    assert got.layout.recompute == "full"
+    assert any("only 5 of the 20 layers per pipeline chunk" in s for s in got.unsupported)
+
+
+def test_launch_line_without_global_batch_takes_megatrons_default():
+    got = read_megatron("--tensor-model-parallel-size 2 --micro-batch-size 3", 16)
+    assert got.workload.global_batch_size == 3 * 8
+
+
+def test_launcher_flags_stop_at_the_training_script():
+    line = "torchrun --nproc-per-node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 8"
+    got = read_megatron(line)
+    assert (got.num_gpus, got.layout.dp) == (16, 2)
+
+
+def test_override_list_reads_like_the_yaml():
+    text = "model.tensor_model_parallel_size=4 train.global_batch_size=64 train.micro_batch_size=2"
+    got = read_megatron(text, 16)
+    assert (got.layout.tp, got.layout.dp, got.layout.micro_batch_size) == (4, 4, 2)
+
+
+# ------------------------------------------------------------------------------ round trip
+
+
+def _canonical(
+    lay: Layout, work: TrainingWorkload, num_layers: int
+) -> tuple[Layout, TrainingWorkload]:
+    """One spelling of equivalent scenarios: SP is moot at TP 1, the schedule at PP 1,
+    interleaved with one chunk is 1F1B, ZeRO over one rank is none, a gradient dtype equal to
+    the precision's default."""
+    lay = replace(lay, sequence_parallel=lay.sequence_parallel or lay.tp == 1)
+    if lay.dp * lay.cp == 1:
+        lay = replace(lay, zero=0)
+    if lay.pp == 1:
+        lay = replace(lay, schedule="1f1b", virtual_stages=1, stage_layers=None)
+    if lay.schedule == "dualpipe":  # torchtitan's DualPipeV has no per-stage layer setting
+        lay = replace(lay, stage_layers=None)
+    if lay.schedule == "interleaved" and lay.virtual_stages == 1:
+        lay = replace(lay, schedule="1f1b")
+    if lay.stage_layers is not None and lay.stage_layers == rank_layers(
+        replace(lay, stage_layers=None), num_layers
+    ):
+        lay = replace(lay, stage_layers=None)  # the balanced split, spelled out
+    grad = work.grad_dtype
+    if grad is not None and (
+        work.precision == "fp32"
+        or precision_policy(work.precision).grad_bytes == BYTES_PER_DTYPE[grad]
+    ):
+        grad = None
+    return lay, replace(work, grad_dtype=grad)
+
+
+def _sample_layouts(model_id: str, count: int) -> list[tuple[Layout, TrainingWorkload]]:
+    """Layouts drawn from the search space's choices (SearchSpace defaults) on 64 and 256 GPUs."""
+    model, space, rng = load_model(model_id), SearchSpace(), random.Random(model_id)
+    out = []
+    while len(out) < count:
+        gpus = rng.choice((64, 256))
+        tp = rng.choice([d for d in divisors(gpus) if d <= 8])
+        pp = rng.choice([d for d in divisors(gpus // tp) if d <= min(16, model.num_hidden_layers)])
+        cp = rng.choice([d for d in divisors(gpus // (tp * pp)) if d <= 2])
+        dp = gpus // (tp * pp * cp)
+        schedule = rng.choice(space.schedules) if pp > 1 else "1f1b"
+        fits = [v for v in (1, 2, 3, 4, 5) if pp * v <= model.num_hidden_layers]
+        virtual = rng.choice(fits) if schedule == "interleaved" else 1
+        ep = rng.choice([d for d in divisors(dp * cp * tp) if d <= 64]) if model.is_moe else 1
+        etp = rng.choice([d for d in (1, 2) if (dp * cp * tp) % (ep * d) == 0])
+        stage_layers = None
+        if pp > 1 and rng.random() < 0.3:
+            base = [model.num_hidden_layers // pp] * pp
+            base[-1] += model.num_hidden_layers - sum(base) - 1
+            base[0] += 1
+            stage_layers = tuple(base)
+        layout = Layout(
+            dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, zero=rng.choice(space.zero_stages),
+            recompute=rng.choice(space.recomputes), schedule=schedule, virtual_stages=virtual,
+            micro_batch_size=rng.choice(space.micro_batch_sizes), stage_layers=stage_layers,
+            sequence_parallel=rng.random() < 0.8,
+        )  # fmt: skip
+        gbs = layout.micro_batch_size * dp * rng.choice((1, 4, 16))
+        work = TrainingWorkload(
+            seq_len=rng.choice((4096, 8192)), global_batch_size=gbs,
+            precision=rng.choice(PRECISIONS), grad_dtype=rng.choice((None, "bf16", "fp32")),
+        )  # fmt: skip
+        out.append((layout, work))
+    return out
+
+
+@pytest.mark.parametrize("model_id", model_ids())
+def test_megatron_arguments_read_back_to_the_same_scenario(model_id):
+    model = load_model(model_id)
+    for layout, work in _sample_layouts(model_id, 25):
+        text = "\n".join(megatron_arguments(layout, work, model.num_hidden_layers))
+        got = read_megatron(text, layout.world_size, model)
+        n = model.num_hidden_layers
+        assert _canonical(got.layout, got.workload, n) == _canonical(layout, work, n), text
+
+
+@pytest.mark.parametrize("model_id", model_ids())
+def test_torchtitan_config_reads_back_to_the_same_scenario(model_id):
+    model = load_model(model_id)
+    for layout, work in _sample_layouts(model_id, 25):
+        text = torchtitan_config(layout, work, model.num_hidden_layers)
+        got = read_torchtitan(text, layout.world_size, model)
+        n = model.num_hidden_layers
+        assert _canonical(got.layout, got.workload, n) == _canonical(layout, work, n), text
+
+
+def test_layout_string_puts_rank_chunks_in_stage_order():
+    # 2 ranks of 3 and 5 layers in 2 chunks: stages r0c0, r1c0, r0c1, r1c1
+    assert pipeline_layout_string((3, 5), 2) == "Ett|ttt|t|ttL"
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("--tensor-model-parallel-size eight", "--tensor-model-parallel-size"),
+        ("--tensor-model-parallel-size $TP", "expand shell variables"),
+        ("--pipeline-model-parallel-size 0", "--pipeline-model-parallel-size"),
+        ("model:\n  tensor_model_parallel_size: [1\n", "not valid YAML"),
+        ("--tensor-model-parallel-size 3", "does not divide the 8 GPUs"),
+        ("--micro-batch-size 2 --global-batch-size 6", "global_batch_size 6"),
+        ("--recompute-granularity partial", "recompute granularity"),
+    ],
+)
+def test_bad_megatron_input_names_the_field(text, named):
+    with pytest.raises(RecipeError, match=None) as info:
+        read_megatron(text, 8)
+    assert named in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[parallelism\n", "not valid TOML"),
+        ("[parallelism]\ntensor_parallel_degree = 'x'\n", "tensor_parallel_degree"),
+        ("[parallelism]\ndata_parallel_shard_degree = 3\n", "multiply to 3 GPUs"),
+        ("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = 'Zig'\n",
+         "pipeline_parallel_schedule"),
+    ],
+)  # fmt: skip
+def test_bad_torchtitan_input_names_the_field(text, named):
+    with pytest.raises(RecipeError) as info:
+        read_torchtitan(text, 8)
+    assert named in str(info.value)
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def test_import_json_has_the_search_row_keys_and_unsupported(capsys):
+    path = str(RECIPES / "bridge_deepseek_v3_h100_fp8.yaml")
+    assert main(["import", "--megatron", path, "--gpus", "1024", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    keys = {"tp", "pp", "dp", "cp", "ep", "zero", "mbs", "recompute", "schedule", "virtual"}
+    assert keys <= out["layout"].keys()
+    assert out["layout"]["ep"] == 64 and out["unsupported"]
+
+
+def test_import_bad_input_exits_2_with_one_sentence(capsys, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[parallelism]\ntensor_parallel_degree = 0\n")
+    with pytest.raises(SystemExit) as info:
+        main(["import", "--torchtitan", str(bad)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tensor_parallel_degree" in err
+
+
+def test_estimate_from_megatron_takes_the_layout_and_flags_override(capsys):
+    path = str(RECIPES / "nemo_llama3_70b.yaml")
+    assert main(["estimate", "--gpu", "h100-sxm", "--from-megatron", path, "--json"]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    assert imported["world_size"] == 1024 and imported["model"] == "Llama 3.1 70B"
+    assert imported["imported"]["path"] == path
+    args = ["estimate", "--gpu", "h100-sxm", "--from-megatron", path, "--dp", "4", "--json"]
+    assert main(args) == 0
+    overridden = json.loads(capsys.readouterr().out)
+    assert overridden["world_size"] == 4 * 4 * 4 * 2  # --dp 4 over the imported TP4 PP4 CP2
+
+
+def test_search_from_torchtitan_takes_workload_model_and_gpus(capsys):
+    path = str(RECIPES / "torchtitan_llama3_8b.toml")
+    args = ["search", "--gpu", "h100-sxm", "--gpus", "8", "--from-torchtitan", path, "--top", "1"]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["num_gpus"] == 8 and out["model"] == "Llama 3.1 8B"
+
+
+def test_estimate_without_layout_or_import_still_requires_the_flags(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--seq", "4096",
+              "--gbs", "8"])  # fmt: skip
+    assert info.value.code == 2
+    assert "--tp" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ the app
+
+
+def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_express():
+    from streamlit.testing.v1 import AppTest
+
+    app = str(Path(__file__).resolve().parents[1] / "app.py")
+    at = AppTest.from_file(app, default_timeout=60)
+    at.run()
+    at.radio(key="import_format").set_value("megatron").run()
+    text = (
+        "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --micro-batch-size 2 "
+        "--global-batch-size 256 --seq-length 4096 --bf16 --cpu-offloading"
+    )
+    at.text_area(key="import_text").set_value(text).run()
+    at.button(key="import_apply").click().run()
+    assert not at.exception
+    assert (at.number_input(key="in_tp").value, at.number_input(key="in_pp").value) == (4, 2)
+    assert at.number_input(key="in_dp").value == 64 // 8  # the default cluster's 64 GPUs
+    assert at.number_input(key="in_gbs").value == 256
+    captions = [c.value for c in at.caption]
+    assert any("--cpu-offloading: activation and weight offload" in c for c in captions)
+    # a recipe that names its cluster sets the nodes: NeMo's Llama 3 70B on 128 x 8
+    at.text_area(key="import_text").set_value((RECIPES / "nemo_llama3_70b.yaml").read_text())
+    at.button(key="import_apply").click().run()
+    assert not at.exception and not at.error
+    assert (at.number_input(key="in_nodes").value, at.number_input(key="in_dp").value) == (128, 32)
+    assert at.number_input(key="in_virtual").value == 5
+    # torchtitan: FSDP over the cluster's GPUs, and PyTorch's memory behaviour as an assumption
+    at.radio(key="import_format").set_value("torchtitan").run()
+    at.text_area(key="import_text").set_value((RECIPES / "torchtitan_llama3_8b.toml").read_text())
+    at.button(key="import_apply").click().run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="in_zero").value == 3
+    assert ("memory.framework", "pytorch") in at.session_state["in_assume"]
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, e in MEGATRON_TABLE.items() if isinstance(e, Unsupported)]
+)
+def test_each_unsupported_megatron_setting_gets_its_own_sentence(name):
+    flag = "--" + name.replace("_", "-")
+    got = read_megatron(f"--tensor-model-parallel-size 2 {flag} 7", 8)
+    assert [s for s in got.unsupported if s.startswith(f"{flag} 7: ")], got.unsupported
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, e in TORCHTITAN_TABLE.items() if isinstance(e, Unsupported)]
+)
+def test_each_unsupported_torchtitan_setting_gets_its_own_sentence(name):
+    section, key = name.rsplit(".", 1)
+    got = read_torchtitan(f"[{section}]\n{key} = 7\n", 8)
+    assert [s for s in got.unsupported if s.startswith(f"{name} = 7: ")], got.unsupported
+
+
+def test_report_from_megatron_reports_the_imported_layout(capsys, tmp_path):
+    out = tmp_path / "report.json"
+    path = str(RECIPES / "nemo_llama3_70b.yaml")
+    args = ["report", "--gpu", "h100-sxm", "--from-megatron", path, "--output", str(out)]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["imported"]["framework"] == "megatron"
+    report = json.loads(out.read_text())
+    assert '"tp": 4' in json.dumps(report) and '"virtual_stages": 5' in json.dumps(report)
+
+
+def test_estimate_dp_fills_a_torchtitan_shard_degree_of_minus_one(capsys):
+    # llama3_8b.toml: shard -1, local batch 1, no global batch: --dp 8 makes 8 GPUs, GBS 8
+    path = str(RECIPES / "torchtitan_llama3_8b.toml")
+    args = ["estimate", "--gpu", "h100-sxm", "--from-torchtitan", path, "--dp", "8", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["world_size"] == 8 and out["microbatches"] == 1
+    assert out["assumed"]["memory.framework"] == "pytorch"  # torchtitan runs PyTorch's memory
+
+
+def test_torchtitan_without_gpu_count_leaves_dp_and_global_batch_open():
+    got = torchtitan("torchtitan_llama3_8b.toml")
+    assert "dp" not in got.given and "global_batch_size" not in got.given
+    assert got.layout.zero == 3  # FSDP over the GPUs left over
+
+
+def test_expert_tp_defaults_to_tp_as_in_megatron_core():
+    line = "--tensor-model-parallel-size 4 --expert-model-parallel-size 8 --num-experts 64"
+    got = read_megatron(line, 64)
+    assert (got.layout.etp, got.layout.ep, got.layout.dp) == (4, 8, 16)
+
+
+def test_torch_fsdp2_is_zero_3():
+    assert read_megatron("--use-torch-fsdp2", 8).layout.zero == 3
+
+
+def test_model_details_are_named_as_taken_from_the_preset():
+    got = megatron("megatron_llama3_8b_h100_fp8.sh")
+    (note,) = [n for n in got.notes if n.startswith("Model details come from")]
+    assert "the preset llama-3.1-8b" in note and "--rotary-base" in note
+
+
+def test_round_trip_sample_covers_the_search_space():
+    sample = [pair for m in model_ids() for pair in _sample_layouts(m, 25)]
+    lays = [lay for lay, _ in sample]
+    assert {lay.schedule for lay in lays} == {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"}
+    assert {lay.zero for lay in lays} == {0, 1, 2, 3}
+    assert {lay.recompute for lay in lays} == {"none", "selective", "full"}
+    assert any(lay.ep > 1 and lay.etp > 1 for lay in lays)
+    assert any(lay.virtual_stages > 2 for lay in lays)
+    assert any(lay.stage_layers for lay in lays) and any(lay.cp > 1 for lay in lays)
+    assert {work.precision for _, work in sample} == set(PRECISIONS)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "gpus", "space"),
+    [
+        ("mixtral-8x7b", 32, SearchSpace(etp_values=(1, 2))),
+        ("llama-3.1-70b", 64, SearchSpace(schedules=("interleaved",), max_virtual=5)),
+    ],
+)
+def test_ranked_search_layouts_read_back(model_id, gpus, space):
+    from explorer.presets import load_gpu
+    from explorer.search import search
+    from explorer.specs import ClusterSpec
+
+    model = load_model(model_id)
+    cluster = ClusterSpec(gpu=load_gpu("h100-sxm"), gpus_per_node=8, num_nodes=gpus // 8)
+    work = TrainingWorkload(seq_len=4096, global_batch_size=256, precision="fp8-mixed")
+    result = search(model, cluster, work, space=space, ranked=20)
+    assert result.estimates
+    n = model.num_hidden_layers
+    for estimate in result.estimates:
+        lay = estimate.layout
+        for text, reader in (
+            ("\n".join(megatron_arguments(lay, work, n)), read_megatron),
+            (torchtitan_config(lay, work, n), read_torchtitan),
+        ):
+            got = reader(text, lay.world_size, model)
+            assert _canonical(got.layout, got.workload, n) == _canonical(lay, work, n), text
+
+
+def test_import_reads_standard_input(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("--tensor-model-parallel-size 8 --bf16\n"))
+    assert main(["import", "--megatron", "-", "--gpus", "64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["layout"]["tp"], out["layout"]["dp"]) == (8, 8)
+    assert out["workload"]["precision"] == "bf16-mixed"
+
+
+def test_import_world_size_contradiction_exits_2(capsys):
+    path = str(RECIPES / "nemo_llama3_70b.yaml")
+    with pytest.raises(SystemExit) as info:
+        main(["import", "--megatron", path, "--gpus", "64"])
+    assert info.value.code == 2
+    assert "1024 GPUs" in capsys.readouterr().err
+
+
+def test_explicit_assume_overrides_the_imported_framework(capsys):
+    path = str(RECIPES / "torchtitan_llama3_8b.toml")
+    args = ["estimate", "--gpu", "h100-sxm", "--from-torchtitan", path, "--dp", "8"]
+    assert main([*args, "--assume", "memory.framework=megatron", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["assumed"]["memory.framework"] == "megatron"
