@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from explorer.memory.serving import ServingLayout
+from explorer.memory.serving import ServingLayout, stage_shapes
 from explorer.presets import load_gpu, load_model
 from explorer.serving import ServingAssumptions
 from explorer.serving.assumptions import gemm_efficiency
 from explorer.serving.deepep import copy_bytes, ep_exchange_s, nodes_reached
-from explorer.serving.latency import _Case, _slowest, _stage_flops
+from explorer.serving.latency import _Case, _comm_s, _slowest, _stage_flops
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ServingWorkload
 
@@ -79,8 +81,17 @@ def test_deepep_exchange_by_hand_on_deepseeks_h800_cluster():
     assert low == pytest.approx(128 * 8 * (7392 / 48e9 + 14336 / 53e9), rel=1e-12)
     assert low == pytest.approx(155e-6 + 273e-6, rel=0.05)
     one_node = ClusterSpec(gpu=load_gpu("h800"))
-    intra = ep_exchange_s(DEEPSEEK_V3, one_node, ServingLayout(ep=8), 4096, False, True)
-    scale = one_node.fast_bytes_per_s / 160e9
-    expected = 4096 * 8 * 7 / 8 * (7392 / (153e9 * scale) + 14336 / (158e9 * scale))
-    assert intra == pytest.approx(expected, rel=1e-12)
-    assert ep_exchange_s(DEEPSEEK_V3, one_node, ServingLayout(tp=8), 4096, False, True) == 0.0
+    with pytest.raises(ValueError, match="across nodes"):
+        ep_exchange_s(DEEPSEEK_V3, one_node, ServingLayout(ep=8), 4096, False, True)
+
+
+def test_fp8_dispatch_cuts_a_one_node_exchange_by_its_bytes():
+    # EP8 in one node (the fabric model's all-to-all): dispatch 7392 + combine 14336 bytes a
+    # copy with FP8 dispatch against 2 x 14336 without, 0.758 of the bytes
+    w = ServingWorkload(prompt_len=1000, output_len=2, concurrency=1, weights_dtype="fp8")
+    seconds = []
+    for a in (A, replace(A, ep_fp8_dispatch=False)):
+        case = _Case(DEEPSEEK_V3, H200_NODE, ServingLayout(ep=8), w, a)
+        shapes = stage_shapes(DEEPSEEK_V3, case.layout, "fp8", "bf16", a.memory)
+        seconds.append(_comm_s(case, shapes[0], 4096.0))
+    assert seconds[0] / seconds[1] == pytest.approx((7392 + 14336) / (2 * 14336), rel=0.1)

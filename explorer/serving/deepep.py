@@ -5,14 +5,13 @@ Source: DeepEP (github.com/deepseek-ai/DeepEP, docs/legacy.md, "Performance", V1
 H800 with ~160 GB/s NVLink and one CX7 400 Gb/s NIC, ~50 GB/s, per GPU; DeepSeek-V3 hidden
 7168, top-8, FP8 dispatch, BF16 combine):
 - Normal kernels (prefill, or a step with prompt tokens): intranode EP8 153 GB/s dispatch and
-  158 GB/s combine over NVLink; internode they send a token once per destination node over
-  RDMA and forward it over NVLink, at a bottleneck bandwidth of 43/43 (EP16), 58/57 (EP32)
-  and 51/50 GB/s (EP64) for dispatch/combine.
+  158 GB/s combine over H800's NVLink (not used: see ``ep_exchange_s``); internode they send
+  a token once per destination node over RDMA and forward it over NVLink, at a bottleneck
+  bandwidth of 43/43 (EP16), 58/57 (EP32) and 51/50 GB/s (EP64) for dispatch/combine.
 - Low-latency kernels (decode-only steps): every token copy straight over RDMA, at
   98/127 (EP8), 63/74 (EP16), 48/53 (EP32), 43/46 (EP64), 39/39 (EP128), 39/40 GB/s (EP256).
-DeepEP's measured bandwidths stand in for NCCL's link efficiency; they scale with the
-cluster's links (NVLink per direction over 160 GB/s, fabric per GPU over 50 GB/s), the
-nearest EP degree's figure used.
+DeepEP's measured bandwidths stand in for the fabric model across nodes; they scale with the
+cluster's fabric per GPU over 50 GB/s, the nearest EP degree's figure used.
 Bytes per token copy: dispatch h fp8 values plus one fp32 scale per 128 (DeepSeek-V3 report
 sec. 3.3.2 tiles), or h bf16 values without FP8 dispatch; combine h bf16 values.
 Node-limited routing (DeepSeek-V3 report sec. 2.1.2, "each token ... sent to at most M = 4
@@ -27,12 +26,8 @@ import math
 from explorer.memory.serving import ACTIVATION_BYTES, ServingLayout
 from explorer.specs import ClusterSpec, ModelSpec
 
-MEASURED_NVLINK_BYTES_PER_S = 160e9
-"""H800's NVLink per direction in DeepEP's tests (~160 GB/s)."""
 MEASURED_RDMA_BYTES_PER_S = 50e9
 """The CX7 400 Gb/s NIC per GPU in DeepEP's tests (~50 GB/s)."""
-INTRANODE_BYTES_PER_S = (153e9, 158e9)
-"""Normal kernels, EP8 within a node: (dispatch, combine) over NVLink."""
 INTERNODE_BYTES_PER_S = {16: (43e9, 43e9), 32: (58e9, 57e9), 64: (51e9, 50e9)}
 """Normal kernels across nodes: (dispatch, combine) RDMA bottleneck bandwidth by EP."""
 LOW_LATENCY_BYTES_PER_S = {
@@ -79,7 +74,10 @@ def ep_exchange_s(
     fp8_dispatch: bool,
 ) -> float:
     """Seconds of one MoE block's dispatch plus combine for ``tokens`` per attention group
-    (each TP rank sends its 1/tp share), DeepEP's kernels (the module docstring)."""
+    (each TP rank sends its 1/tp share) of an EP group across nodes, DeepEP's kernels (the
+    module docstring). An EP group inside one NVLink domain is the fabric model's all-to-all
+    (explorer.serving.latency): DeepEP's intranode figure is H800's, whose NVLink (160 GB/s)
+    is not the H100's or B200's."""
     ep, tp = layout.ep, layout.tp
     if ep == 1 or tokens <= 0:
         return 0.0
@@ -88,13 +86,8 @@ def ep_exchange_s(
     k = model.num_experts_per_tok
     domain = cluster.domain_size
     nodes = math.ceil(tp * ep / domain)
-    if nodes == 1:  # NVLink only: the copies for the other ranks
-        scale = cluster.fast_bytes_per_s / MEASURED_NVLINK_BYTES_PER_S
-        remote = k * (ep - 1) / ep
-        return sum(
-            per_gpu * remote * size / (bw * scale)
-            for size, bw in zip(sizes, INTRANODE_BYTES_PER_S, strict=True)
-        )
+    if nodes == 1:
+        raise ValueError("DeepEP's figures here are for EP groups across nodes")
     scale = cluster.fabric_bytes_per_s / MEASURED_RDMA_BYTES_PER_S
     if low_latency:  # every copy over RDMA
         figures = _nearest(LOW_LATENCY_BYTES_PER_S, ep)

@@ -37,7 +37,7 @@ from explorer.memory.serving import (
     weight_bytes_per_param,
 )
 from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
-from explorer.serving.deepep import ep_exchange_s
+from explorer.serving.deepep import copy_bytes, ep_exchange_s
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
@@ -158,7 +158,18 @@ def _comm_s(case: _Case, shape: StageShape, tokens: float, low_latency: bool = F
     # 2 all-reduces per block (after attention, after the MLP): Shoeybi et al. 2019, sec. 3
     reduce = _collective_s(case, "all-reduce", hidden, "tp")
     fp8 = a.ep_fp8_dispatch and case.workload.weights_dtype in ("fp8", "nvfp4", "mxfp4")
-    exchange = ep_exchange_s(model, case.cluster, case.layout, tokens, low_latency, fp8)
+    lay = case.layout
+    if lay.ep == 1:
+        exchange = 0.0
+    elif lay.tp * lay.ep <= case.cluster.domain_size:  # one NVLink domain: the fabric model
+        # each TP rank sends its 1/tp share of the token copies, dispatch then combine
+        copies = tokens * model.num_experts_per_tok / lay.tp
+        exchange = sum(
+            _collective_s(case, "all-to-all", copies * size, "ep")
+            for size in copy_bytes(model.hidden_size, fp8)
+        )
+    else:  # across nodes: DeepEP's kernels and figures
+        exchange = ep_exchange_s(model, case.cluster, lay, tokens, low_latency, fp8)
     total = 2 * len(shape.layers) * reduce + shape.num_moe_layers * exchange
     return total * (1 - a.comm_overlap)
 
