@@ -102,11 +102,18 @@ class Measurement:
         return self.layout.zero == 3
 
 
+def _tuple(value: Any) -> Any:
+    """A JSON list as the tuple a frozen spec holds; other values as they are."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _measurement(record: Mapping[str, Any]) -> Measurement:
     layout = dict(record["layout"], pp=1)
     return Measurement(
         id=record["id"],
-        model=ModelSpec(**record["model"]),
+        model=ModelSpec(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in record["model"].items()}
+        ),
         layout=Layout(**layout),
         workload=TrainingWorkload(**record["workload"]),
         framework=MappingProxyType(dict(record["framework"])),

@@ -16,6 +16,7 @@ FSDP2 ``fully_shard`` per block and at the root.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -284,7 +285,7 @@ def measure(config: Config) -> dict[str, Any]:
     peak_phase = max(phases.peaks, key=lambda name: phases.peaks[name]["total"])
     return {
         "id": config.id,
-        "model": asdict(config.model),
+        "model": json.loads(json.dumps(asdict(config.model))),  # tuples as the JSON's lists
         "layout": _layout_record(config.layout),
         "workload": asdict(config.workload),
         "framework": config.framework(),
