@@ -107,13 +107,15 @@ def _tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+def _tuples(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _tuple(value) for name, value in fields.items()}
+
+
 def _measurement(record: Mapping[str, Any]) -> Measurement:
     layout = dict(record["layout"], pp=1)
     return Measurement(
         id=record["id"],
-        model=ModelSpec(
-            **{k: tuple(v) if isinstance(v, list) else v for k, v in record["model"].items()}
-        ),
+        model=ModelSpec(**_tuples(record["model"])),
         layout=Layout(**layout),
         workload=TrainingWorkload(**record["workload"]),
         framework=MappingProxyType(dict(record["framework"])),
