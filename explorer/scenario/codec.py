@@ -75,6 +75,7 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "tp_cross": ("search", "tp_across_domain"),
     "ranked": ("search", "ranked"),
     "assume": ("", "assumptions"),
+    "reserve": ("", "reserve_gib"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
 

@@ -148,6 +148,9 @@ class Scenario:
     search: SearchInputs = field(default_factory=SearchInputs)
     assumptions: Overrides = ()
     """Overrides of the core's named assumptions, (name, value) sorted by name."""
+    reserve_gib: Annotated[float, Field(ge=0, le=1024)] = 4.0
+    """Free memory per GPU (GiB = 2^30 bytes) a person wants left at the peak; less is shown
+    amber. A display threshold: the estimate itself keeps the allocator headroom apart."""
 
     def __post_init__(self) -> None:
         # One order for equal overrides, so equal scenarios compare, hash and cache as equal.

@@ -38,6 +38,7 @@ from explorer.ui.charts.style import Figure
 
 if TYPE_CHECKING:
     from explorer.estimate import Estimate, StageTime
+    from explorer.estimate.fixes import Fix
     from explorer.memory import TrainingMemory
     from explorer.mesh import SearchSpace
     from explorer.report import Report
@@ -194,6 +195,21 @@ def schedule_variants(
         except ValueError as error:
             out.append((name, None, str(error)))
     return tuple(out)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner="Trying changes that would make it fit…")
+def memory_fixes(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+) -> tuple[Fix, ...]:
+    """explorer.estimate.fixes.memory_fixes: the smallest changes that make the layout fit."""
+    fixes = core("estimate.fixes")
+    return fixes.memory_fixes(
+        model, cluster, layout, workload, estimate_assumptions(dict(overrides))
+    )
 
 
 def pacing_part(est: Estimate) -> StageTime:
