@@ -19,11 +19,13 @@ from explorer.ui.meshes_table import (
     COMPARED,
     FORMATS,
     LAYOUT_FIELDS,
+    TIGHT,
     display,
     label,
     layout_of,
 )
 from explorer.ui.pages import chart, expected_error, header, opened, run_page
+from explorer.ui.pages.memory import reserve_input
 from explorer.ui.sidebar import SCHEDULE_LABELS
 from explorer.ui.state import key
 from explorer.units import GiB
@@ -79,14 +81,20 @@ def _table(shown: pd.DataFrame, current: LayoutInputs) -> None:
 
 def _rejected(result: SearchResult) -> None:
     rejected = result.rejected
-    st.markdown("#### Rejected layouts")
+    if not (
+        top := opened(
+            f"Rejected layouts, by rule ({int(rejected['num_layouts'].sum()):,})",
+            "meshes_rejected_rules",
+        )
+    ):
+        return
     summary = (
         rejected.groupby("kind", observed=True)["num_layouts"]
         .agg(["sum", "count"])
         .rename(columns={"sum": "layouts", "count": "rows"})
         .sort_values("layouts", ascending=False)
     )
-    st.dataframe(summary, width="stretch")
+    top.dataframe(summary, width="stretch")
     title = f"Every rejection with its reason ({len(rejected):,} rows)"
     if box := opened(title, "meshes_rejected"):
         kinds = summary.index.astype(str).tolist()
@@ -153,9 +161,13 @@ def _explain(shown: pd.DataFrame, best: pd.Series) -> None:
         st.caption(f"⚠ {warning[0].upper()}{warning[1:]}")
 
 
-@st.fragment  # choosing the two layouts reruns this panel only
 def _compare(frame: pd.DataFrame, gpu_name: str) -> None:
-    st.markdown("#### Two layouts side by side")
+    if opened("Two layouts side by side", "meshes_compare"):
+        _comparison(frame, gpu_name)
+
+
+@st.fragment  # choosing the two layouts reruns this panel only
+def _comparison(frame: pd.DataFrame, gpu_name: str) -> None:
     labels = [label(row) for _, row in frame.iterrows()]
     left, right = st.columns(2)
     a = left.selectbox("First", range(len(labels)), format_func=labels.__getitem__, key="cmp_a")
@@ -239,6 +251,33 @@ def _space(scenario: Scenario) -> None:
     )
 
 
+def _verdict(frame: pd.DataFrame) -> None:
+    """The page's answer first: the best layout and what limits it."""
+    best = frame.iloc[0]
+    step = best["step_time_s"]
+    shares = {name: best[column] / step for column, (name, _) in STEP_PARTS.items()}
+    limit = max(shares, key=shares.__getitem__)
+    st.success(
+        f"**Best layout**: {label(best).removeprefix('#1 ')}: {seconds(step)} per step, "
+        f"MFU {percent(best['mfu'])}, {gib(best['peak_bytes'])} peak; bound by **{limit}**.",
+        icon=":material/star:",
+    )
+
+
+def _reserve(frame: pd.DataFrame) -> pd.DataFrame:
+    """The reserve input and the choice to hide layouts inside it; the rows kept."""
+    left, right = st.columns([1, 3], vertical_alignment="bottom")
+    reserve_input(left)
+    tight = frame["memory"] == TIGHT
+    hide = right.checkbox(
+        f"Hide layouts inside the reserve ({int(tight.sum())} of {len(frame)})",
+        key="meshes_hide_tight",
+        help="Layouts whose free memory at the peak is less than the reserve are marked "
+        f"'{TIGHT}' in the memory column.",
+    )
+    return frame[~tight] if hide else frame
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.search_case(scenario)
     header("Meshes", scenario, case.model.name, case.cluster.gpu.name, "ranked by step time")
@@ -247,18 +286,21 @@ def render(scenario: Scenario) -> None:
     result = cached.search(
         case.model, case.cluster, case.workload, scenario.assumptions, space, scenario.search.ranked
     )
-    frame = display(result.layouts)
+    frame = display(result.layouts, scenario.reserve_gib * GiB)
+    if frame.empty:
+        st.error("No layout fits this model on this cluster; the rejected ones say why.")
+        expected_error("search")
+        _rejected(result)
+        return
+    _verdict(frame)
+    expected_error("search")
     cols = st.columns(4)
     cols[0].metric("Layouts considered", f"{result.evaluated:,}")
     cols[1].metric("Fully estimated", f"{result.estimated:,}")
     cols[2].metric("Ranked", f"{len(frame):,}")
     cols[3].metric("Search time", seconds(result.elapsed_s))
-    expected_error("search")
-    if frame.empty:
-        st.error("No layout fits this model on this cluster; the rejected ones say why.")
-        _rejected(result)
-        return
-    shown = _filters(frame)
+    kept = _reserve(frame)
+    shown = _filters(kept)
     _table(shown, scenario.layout)
     _explain(shown, frame.iloc[0])
     chart(

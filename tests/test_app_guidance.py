@@ -1,0 +1,101 @@
+"""The app guides: the verdict first, amber inside the reserve, "does not fit" once with fixes
+that apply in one click, breakdowns that add up to their totals."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+from test_app import assert_clean, run, texts
+
+from explorer.memory import training_memory
+from explorer.presets import load_gpu, load_model, model_ids
+from explorer.specs import Layout, TrainingWorkload
+from explorer.trust import expected_error
+from explorer.ui.pages.memory import breakdown_rows
+
+TOO_BIG = {"tp": "8", "pp": "1", "dp": "8", "zero": "0", "mbs": "2", "recompute": "none"}
+"""Llama 3.1 70B on the default 64 H100s without ZeRO: 18 bytes x 8.8e9 parameters per GPU."""
+
+
+def alerts(at) -> list[str]:
+    return [*texts(at.success), *texts(at.warning), *texts(at.error)]
+
+
+def test_the_memory_page_opens_with_its_verdict_then_the_accuracy_sentence():
+    at = run(page="memory")
+    assert_clean(at)
+    first = at.main.children[2]  # after the title and the scenario line
+    assert "Fits" in str(first.value)
+    assert at.caption[1].value.startswith(expected_error("memory"))  # right under it
+
+
+def test_free_memory_inside_the_reserve_is_amber_and_a_smaller_reserve_is_green():
+    at = run({"reserve": "60"}, page="memory")
+    assert_clean(at)
+    assert any("near the edge" in w for w in texts(at.warning))
+    assert not at.success
+    at.number_input(key="in_reserve").set_value(0.0).run()
+    assert any(s.startswith("**Fits**") for s in texts(at.success))
+    assert at.query_params["reserve"] == "0.0"  # an input like every other: in the link
+
+
+def test_does_not_fit_is_said_once_and_a_fix_applies_in_one_click():
+    at = run(TOO_BIG, page="memory")
+    assert not at.exception
+    assert sum("does not fit" in a.lower() for a in alerts(at)) == 1
+    changes = [m.value for m in at.markdown if "→" in str(m.value)]
+    assert changes == ["ZeRO 0 → 3"]  # the only single change: tests/test_fixes.py says why
+    at.button(key="memory_fix_0").click().run()
+    assert at.query_params["zero"] == "3"
+    assert not at.error
+    assert any("Fits" in a for a in alerts(at))
+
+
+def ranked_table(at) -> pd.DataFrame:
+    (ranked,) = [f.value for f in at.dataframe if "schedule" in f.value.columns]
+    return ranked
+
+
+def test_the_meshes_table_marks_and_can_hide_layouts_inside_the_reserve():
+    at = run(page="meshes")
+    assert_clean(at)
+    spare = ranked_table(at)["spare (GiB)"]
+    reserve = float(spare.median())  # some ranked layouts inside it, some outside
+    at.number_input(key="in_reserve").set_value(reserve).run()
+    ranked = ranked_table(at)
+    inside = ranked["spare (GiB)"] < reserve
+    assert inside.any() and (~inside).any()
+    assert set(ranked.loc[inside, "memory"]) == {"inside reserve"}
+    assert set(ranked.loc[~inside, "memory"]) == {"fits"}
+    at.checkbox(key="meshes_hide_tight").check().run()
+    kept = ranked_table(at)
+    assert len(kept) == int((~inside).sum())
+    assert (kept["spare (GiB)"] >= reserve).all()
+
+
+LAYOUTS = (
+    Layout(dp=2, tp=2, pp=2, zero=1),
+    Layout(dp=1, tp=4, pp=4, recompute="full", schedule="interleaved", virtual_stages=2),
+    Layout(dp=4, tp=1, pp=2, zero=3, recompute="selective", schedule="dualpipe"),
+    Layout(dp=8, zero=2, micro_batch_size=2),
+)
+
+
+def test_inside_the_peak_stage_adds_up_to_each_stage_and_names_the_states():
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=64)
+    checked = 0
+    for model_id, layout in itertools.product(model_ids(), LAYOUTS):
+        try:
+            memory = training_memory(load_model(model_id), load_gpu("h100-sxm"), layout, workload)
+        except ValueError:
+            continue  # a layout the core rejects for this model (its rules are tested there)
+        for stage in memory.stages:
+            rows = breakdown_rows(stage)
+            total = sum(value for _, _, value in rows)
+            assert total == pytest.approx(stage.total_bytes, rel=1e-12), (model_id, layout)
+            parts = {part for _, part, _ in rows}
+            assert {"Parameters", "Gradients", "Optimizer states"} <= parts
+            checked += 1
+    assert checked >= 3 * len(model_ids())  # most presets take most layouts
