@@ -99,3 +99,21 @@ def test_inside_the_peak_stage_adds_up_to_each_stage_and_names_the_states():
             assert {"Parameters", "Gradients", "Optimizer states"} <= parts
             checked += 1
     assert checked >= 3 * len(model_ids())  # most presets take most layouts
+
+
+def test_the_pipeline_page_opens_with_its_bubble_and_says_why_the_diagram_differs():
+    at = run({"gbs": "256"}, page="pipeline")  # 128 micro-batches on 4 stages: a pattern drawn
+    assert_clean(at)
+    verdict = str(at.main.children[2].value)
+    assert "of the pipeline is bubble" in verdict and "4 stages" in verdict
+    assert at.caption[1].value.startswith(expected_error("schedule"))
+    step_bubble = next(m.value for m in at.metric if m.label == "Bubble")
+    assert any(f"larger than the step's {step_bubble}" in c for c in texts(at.caption)), texts(
+        at.caption
+    )
+
+
+def test_the_pipeline_page_says_there_is_no_pipeline_at_pp_one():
+    at = run({"pp": "1", "dp": "8"}, page="pipeline")
+    assert not at.exception
+    assert any("No pipeline" in i for i in texts(at.info))
