@@ -7,6 +7,7 @@ import itertools
 
 import pandas as pd
 import pytest
+from streamlit.testing.v1 import AppTest
 from test_app import assert_clean, run, texts
 
 from explorer.memory import training_memory
@@ -117,3 +118,23 @@ def test_the_pipeline_page_says_there_is_no_pipeline_at_pp_one():
     at = run({"pp": "1", "dp": "8"}, page="pipeline")
     assert not at.exception
     assert any("No pipeline" in i for i in texts(at.info))
+
+
+def test_sp_is_disabled_with_its_reason_at_tp_one():
+    at = run({"tp": "1", "dp": "16"}, page="memory")
+    sp = at.checkbox(key="in_sp")
+    assert sp.disabled and "TP = 1" in sp.help
+    at = run(page="memory")  # TP 8: SP shards along the sequence
+    assert not at.checkbox(key="in_sp").disabled
+
+
+def test_the_serving_entry_of_training_switches_the_workload_in_one_click():
+    def script():
+        from explorer.ui.pages import serving_switch
+
+        serving_switch()
+
+    at = AppTest.from_function(script, default_timeout=30).run()
+    at.button[0].click().run()
+    assert at.session_state["in_workload"] == "serving"
+    assert at.session_state["_landing_page"] == "serving"
