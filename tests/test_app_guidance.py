@@ -138,3 +138,14 @@ def test_the_serving_entry_of_training_switches_the_workload_in_one_click():
     at.button[0].click().run()
     assert at.session_state["in_workload"] == "serving"
     assert at.session_state["_landing_page"] == "serving"
+
+
+def test_drawing_the_whole_step_redraws_the_diagram_without_the_pattern_note():
+    at = run({"gbs": "256"}, page="pipeline")
+    assert any("The diagram draws" in c for c in texts(at.caption))
+    control = at.get("button_group")[0]
+    whole = next(o for o in control.proto.options if o.content.startswith("Whole"))
+    control.set_value(int(whole.content.split(": ")[1].split()[0])).run()
+    assert_clean(at)
+    assert not any("The diagram draws" in c for c in texts(at.caption))
+    assert at.get("plotly_chart")

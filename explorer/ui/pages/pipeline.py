@@ -136,6 +136,16 @@ def _diagram_caption(est: Estimate, timeline: Timeline, drawn: int) -> str:
     return caption
 
 
+@st.fragment  # choosing the pattern or the whole step redraws the diagram only
+def _diagram(
+    scenario: Scenario, case: inputs.TrainingCase, est: Estimate, timeline: Timeline
+) -> None:
+    drawn = _drawn(timeline)
+    specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
+    chart(cached.schedule_chart(*specs, drawn), "schedule", theme=True)
+    st.caption(_diagram_caption(est, timeline, drawn))
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.training_case(scenario)
     header("Pipeline schedule", scenario, case.model.name, case.cluster.gpu.name)
@@ -156,10 +166,7 @@ def render(scenario: Scenario) -> None:
         help="Idle share of the pipelined part of the whole step (all its micro-batches).",
     )
     cols[3].metric("Peak memory per GPU", gib(est.memory.peak_bytes))
-    drawn = _drawn(timeline)
-    specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
-    chart(cached.schedule_chart(*specs, drawn), "schedule", theme=True)
-    st.caption(_diagram_caption(est, timeline, drawn))
+    _diagram(scenario, case, est, timeline)
     st.markdown("#### Per stage")
     table = _stage_table(est)
     floats = [c for c in table.columns if c != "layers"]
