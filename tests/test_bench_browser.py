@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.bench_browser import PageTiming, p95, summary
+from explorer.ui.bench_browser import PageTiming, p95, summary
 
 
 def test_p95_interpolates_between_the_two_largest_of_twenty():

@@ -1,4 +1,4 @@
-"""How long a slider change takes in a real browser: ``python -m explorer.bench_browser``.
+"""How long a slider change takes in a real browser: ``python -m explorer.ui.bench_browser``.
 
 Starts the app (``streamlit run app.py``, the README's command) and a one-slider Streamlit page
 on two free ports in the same run, opens each in headless Chromium (Debian's ``chromium``,
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page, WebSocket
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SLIDER = "Sequence length (tokens)"
 """The app's slider that is moved (the sidebar's, so every page has it)."""
 BARE_SLIDER = "Value"
@@ -281,7 +281,7 @@ def _table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.bench_browser", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m explorer.ui.bench_browser", description=__doc__)
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated page names")
     parser.add_argument("--query", default="", help="URL query of the scenario (model=...)")
     parser.add_argument("--moves", type=int, default=12, help="timed moves per page and repeat")
