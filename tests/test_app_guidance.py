@@ -149,3 +149,20 @@ def test_drawing_the_whole_step_redraws_the_diagram_without_the_pattern_note():
     assert_clean(at)
     assert not any("The diagram draws" in c for c in texts(at.caption))
     assert at.get("plotly_chart")
+
+
+def test_the_schedule_diagrams_memory_lines_peak_at_each_stages_memory_estimate():
+    from explorer.estimate import estimate, estimate_timeline
+    from explorer.presets import load_cluster
+    from explorer.ui.charts.schedule import live_memory, memory_lines
+    from explorer.units import GiB
+
+    layout = Layout(dp=2, tp=8, pp=4, zero=1, recompute="selective")  # the app's default
+    est = estimate(load_model("llama-3.1-70b"), load_cluster("hgx-h100", 8), layout,
+                   TrainingWorkload(seq_len=8192, global_batch_size=512))  # fmt: skip
+    timeline = estimate_timeline(est)
+    lines = memory_lines(timeline, live_memory(est.memory.stages))
+    for stage, line in zip(est.memory.stages, lines, strict=True):
+        # 1F1B holds P - p sets on stage p at its peak: the simulator and the closed form agree.
+        assert max(line.y) == pytest.approx(stage.total_bytes / GiB, rel=1e-9)
+        assert min(line.y) < max(line.y)  # sets are freed as backwards finish

@@ -281,7 +281,9 @@ def _table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.ui.bench_browser", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m explorer.ui.bench_browser", description=__doc__
+    )
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated page names")
     parser.add_argument("--query", default="", help="URL query of the scenario (model=...)")
     parser.add_argument("--moves", type=int, default=12, help="timed moves per page and repeat")

@@ -277,6 +277,26 @@ def schedule_chart(
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
+def schedule_memory_chart(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    microbatches: int,
+) -> Figure:
+    """The schedule diagram with each stage's memory in GiB under it (the block activations
+    held times one set's bytes, on top of the rest of the stage's peak), when the memory
+    estimate has one entry per simulated stage; else the diagram with sets held."""
+    from explorer.ui.charts.schedule import live_memory, schedule_figure
+
+    whole = timeline(model, cluster, layout, workload, overrides)
+    memory = estimate(model, cluster, layout, workload, overrides).memory
+    live = live_memory(memory.stages) if len(memory.stages) == whole.schedule.stages else None
+    return schedule_figure(_pattern(whole, microbatches), live=live)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
 def schedule_comparison_chart(
     model: ModelSpec,
     cluster: ClusterSpec,

@@ -124,8 +124,9 @@ def _diagram_caption(est: Estimate, timeline: Timeline, drawn: int) -> str:
     caption = (
         f"Simulated action by action ({est.pipeline.method} timing for the step estimate). "
         "Bars are forward (F), backward (B) and weight-gradient (W) passes, numbered by "
-        "micro-batch; the lower panel counts the activation sets each stage holds, which its "
-        "activation memory follows (peak memory per stage below)."
+        "micro-batch; the lower panel is each stage's GPU memory over the step: the activation "
+        "sets it holds times their bytes, on top of its states and buffers (its peak is the "
+        "Memory page's; hover for the sets held)."
     )
     if drawn < timeline.schedule.microbatches:
         caption += (
@@ -142,7 +143,7 @@ def _diagram(
 ) -> None:
     drawn = _drawn(timeline)
     specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
-    chart(cached.schedule_chart(*specs, drawn), "schedule", theme=True)
+    chart(cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
     st.caption(_diagram_caption(est, timeline, drawn))
 
 
