@@ -168,10 +168,26 @@ def render(scenario: Scenario) -> None:
     _verdict(memory, case.cluster.gpu.name, scenario.reserve_gib * GiB)
     expected_error("memory")
     cols = st.columns(5)
-    cols[0].metric("Peak per GPU", gib(memory.peak_bytes), help="The most loaded stage's GPU.")
-    cols[1].metric("GPU capacity", gib(memory.gpu_bytes), help=case.cluster.gpu.name)
-    cols[2].metric("Free at peak" if free >= 0 else "Over capacity", gib(abs(free)))
-    cols[3].metric("Peak stage", f"{memory.peak_stage} of {len(memory.stages)}")
+    cols[0].metric(
+        "Peak per GPU",
+        gib(memory.peak_bytes),
+        help="The most loaded stage's GPU at its fullest moment of the step, every category "
+        "included (headroom too). GiB = 2^30 bytes.",
+    )
+    cols[1].metric(
+        "GPU capacity", gib(memory.gpu_bytes), help=f"{case.cluster.gpu.name}, vendor figure."
+    )
+    cols[2].metric(
+        "Free at peak" if free >= 0 else "Over capacity",
+        gib(abs(free)),
+        help="Capacity minus the peak; compared with your reserve for the amber verdict.",
+    )
+    cols[3].metric(
+        "Peak stage",
+        f"{memory.peak_stage} of {len(memory.stages)}",
+        help="Pipeline stages are numbered from 0; the first holds the most activations in "
+        "1F1B, the last the LM head.",
+    )
     reserve_input(cols[4])
     if not memory.fits:
         _fixes(case, scenario)

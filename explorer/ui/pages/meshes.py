@@ -295,10 +295,22 @@ def render(scenario: Scenario) -> None:
     _verdict(frame)
     expected_error("search")
     cols = st.columns(4)
-    cols[0].metric("Layouts considered", f"{result.evaluated:,}")
-    cols[1].metric("Fully estimated", f"{result.estimated:,}")
-    cols[2].metric("Ranked", f"{len(frame):,}")
-    cols[3].metric("Search time", seconds(result.elapsed_s))
+    cols[0].metric(
+        "Layouts considered",
+        f"{result.evaluated:,}",
+        help="Every combination of degrees, ZeRO stage, recompute, micro-batch and schedule "
+        "in the search space, including the subtrees a rule rejected whole.",
+    )
+    cols[1].metric(
+        "Fully estimated",
+        f"{result.estimated:,}",
+        help="Layouts timed end to end; the rest were rejected by a rule or by a bound "
+        "that proves they cannot rank.",
+    )
+    cols[2].metric("Ranked", f"{len(frame):,}", help="Rows in the table, fastest step first.")
+    cols[3].metric(
+        "Search time", seconds(result.elapsed_s), help="Wall-clock time of the search here."
+    )
     kept = _reserve(frame)
     shown = _filters(kept)
     _table(shown, scenario.layout)

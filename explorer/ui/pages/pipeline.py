@@ -159,14 +159,27 @@ def render(scenario: Scenario) -> None:
     _verdict(est, scenario)
     expected_error("schedule")
     cols = st.columns(4)
-    cols[0].metric("Micro-batches per step", f"{est.microbatches:,}")
-    cols[1].metric("Pipeline part of the step", seconds(est.pipeline.makespan_s))
+    cols[0].metric(
+        "Micro-batches per step",
+        f"{est.microbatches:,}",
+        help="Global batch / (DP x micro-batch size): what each pipeline runs per step.",
+    )
+    cols[1].metric(
+        "Pipeline part of the step",
+        seconds(est.pipeline.makespan_s),
+        help="From the first forward to the last backward; the step adds the optimizer and "
+        "the exposed data-parallel communication.",
+    )
     cols[2].metric(
         "Bubble",
         percent(est.bubble_fraction),
         help="Idle share of the pipelined part of the whole step (all its micro-batches).",
     )
-    cols[3].metric("Peak memory per GPU", gib(est.memory.peak_bytes))
+    cols[3].metric(
+        "Peak memory per GPU",
+        gib(est.memory.peak_bytes),
+        help="The Memory page's peak: the most loaded stage's GPU (GiB = 2^30 bytes).",
+    )
     _diagram(scenario, case, est, timeline)
     st.markdown("#### Per stage")
     table = _stage_table(est)
