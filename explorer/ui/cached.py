@@ -409,6 +409,28 @@ def search(
     )
 
 
+@st.cache_resource(max_entries=16, show_spinner=False)
+def search_step_chart(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    space: SearchSpace,
+    ranked: int,
+) -> Figure:
+    """The Meshes page's "where the step goes" chart of the best ten layouts, built once per
+    search (a figure costs about as much to build as a cached search costs to read)."""
+    from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
+    from explorer.ui.meshes_table import display, label
+
+    best = display(search(model, cluster, workload, overrides, space, ranked).layouts).head(10)
+    return step_breakdown_figure(
+        [label(row) for _, row in best.iterrows()],
+        {c: best[c].tolist() for c in STEP_PARTS},
+        title="Where the step goes, best ten layouts",
+    )
+
+
 # ------------------------------------------------------------------------------ report
 
 

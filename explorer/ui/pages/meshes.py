@@ -315,14 +315,8 @@ def render(scenario: Scenario) -> None:
     shown = _filters(kept)
     _table(shown, scenario.layout)
     _explain(shown, frame.iloc[0])
-    chart(
-        step_breakdown_figure(
-            [label(row) for _, row in frame.head(10).iterrows()],
-            {c: frame.head(10)[c].tolist() for c in STEP_PARTS},
-            title="Where the step goes, best ten layouts",
-        ),
-        "meshes_steps",
-    )
+    search_inputs = (case.model, case.cluster, case.workload, scenario.assumptions, space)
+    chart(cached.search_step_chart(*search_inputs, scenario.search.ranked), "meshes_steps")
     _rejected(result)
     if len(frame) >= 2:
         _compare(frame, case.cluster.gpu.name)
