@@ -96,6 +96,7 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "ranked": ("search", "ranked"),
     "assume": ("", "assumptions"),
     "calib": ("", "calibration"),
+    "reserve": ("", "reserve_gib"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
 

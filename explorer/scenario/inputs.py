@@ -186,6 +186,9 @@ class Scenario:
     calibration: CalibrationNotes = ()
     """Overrides set from a probe file (explorer.probe.derive): (name, the measurement it came
     from), sorted by name; their values are in ``assumptions``."""
+    reserve_gib: Annotated[float, Field(ge=0, le=1024)] = 4.0
+    """Free memory per GPU (GiB = 2^30 bytes) a person wants left at the peak; less is shown
+    amber. A display threshold: the estimate itself keeps the allocator headroom apart."""
 
     def __post_init__(self) -> None:
         # One order for equal overrides, so equal scenarios compare, hash and cache as equal.

@@ -38,6 +38,7 @@ from explorer.ui.charts.style import Figure
 
 if TYPE_CHECKING:
     from explorer.estimate import Estimate, StageTime
+    from explorer.estimate.fixes import Fix
     from explorer.memory import TrainingMemory
     from explorer.memory.serving import ServingLayout
     from explorer.mesh import SearchSpace
@@ -198,6 +199,21 @@ def schedule_variants(
     return tuple(out)
 
 
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner="Trying changes that would make it fit…")
+def memory_fixes(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+) -> tuple[Fix, ...]:
+    """explorer.estimate.fixes.memory_fixes: the smallest changes that make the layout fit."""
+    fixes = core("estimate.fixes")
+    return fixes.memory_fixes(
+        model, cluster, layout, workload, estimate_assumptions(dict(overrides))
+    )
+
+
 def pacing_part(est: Estimate) -> StageTime:
     """The part whose cycle paces the pipeline (explorer.estimate.bottleneck_part)."""
     return core("estimate").bottleneck_part(est.stages)
@@ -260,6 +276,26 @@ def schedule_chart(
 
     whole = timeline(model, cluster, layout, workload, overrides)
     return schedule_figure(_pattern(whole, microbatches))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def schedule_memory_chart(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    microbatches: int,
+) -> Figure:
+    """The schedule diagram with each stage's memory in GiB under it (the block activations
+    held times one set's bytes, on top of the rest of the stage's peak), when the memory
+    estimate has one entry per simulated stage; else the diagram with sets held."""
+    from explorer.ui.charts.schedule import live_memory, schedule_figure
+
+    whole = timeline(model, cluster, layout, workload, overrides)
+    memory = estimate(model, cluster, layout, workload, overrides).memory
+    live = live_memory(memory.stages) if len(memory.stages) == whole.schedule.stages else None
+    return schedule_figure(_pattern(whole, microbatches), live=live)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -397,6 +433,28 @@ def search(
     assumptions = estimate_assumptions(dict(overrides))
     return module.search(
         model, cluster, workload, space=space, assumptions=assumptions, ranked=ranked
+    )
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def search_step_chart(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    space: SearchSpace,
+    ranked: int,
+) -> Figure:
+    """The Meshes page's "where the step goes" chart of the best ten layouts, built once per
+    search (a figure costs about as much to build as a cached search costs to read)."""
+    from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
+    from explorer.ui.meshes_table import display, label
+
+    best = display(search(model, cluster, workload, overrides, space, ranked).layouts).head(10)
+    return step_breakdown_figure(
+        [label(row) for _, row in best.iterrows()],
+        {c: best[c].tolist() for c in STEP_PARTS},
+        title="Where the step goes, best ten layouts",
     )
 
 

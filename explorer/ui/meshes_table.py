@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from explorer.estimate.fixes import fit_status
 from explorer.scenario import LayoutInputs
 from explorer.units import GiB
 
@@ -23,16 +24,18 @@ COLUMNS = {
     "schedule": "schedule",
     "virtual": "V",
     "step_time_s": "step (s)",
-    "tokens_per_s": "tokens/s",
-    "tokens_per_s_per_gpu": "tokens/s per GPU",
     "mfu_pct": "MFU (%)",
-    "bubble_pct": "bubble (%)",
     "peak_gib": "peak (GiB)",
     "spare_gib": "spare (GiB)",
+    "memory": "memory",
+    "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "bubble_pct": "bubble (%)",
     "exposed_comm_s": "exposed comm (s)",
+    "tokens_per_s": "tokens/s",
     "num_warnings": "warnings",
     "cost_per_million_tokens_usd": "US$ per M tokens",
 }
+"""Memory sits beside the step time, so it stays in view on a narrow screen."""
 FORMATS = {
     "step (s)": "%.3f",
     "tokens/s": "%.0f",
@@ -72,8 +75,13 @@ def label(row: pd.Series) -> str:
     )
 
 
-def display(layouts: pd.DataFrame) -> pd.DataFrame:
-    """The ranked rows with the shown columns, in units people read."""
+TIGHT = "inside reserve"
+"""The memory column of a layout whose free memory at the peak is less than the reserve."""
+
+
+def display(layouts: pd.DataFrame, reserve_bytes: float = 0.0) -> pd.DataFrame:
+    """The ranked rows with the shown columns, in units people read; ``memory`` says whether
+    the free memory at the peak is inside ``reserve_bytes``."""
     frame = layouts.reset_index(drop=True).copy()
     frame["rank"] = frame.index + 1
     frame["mfu_pct"] = frame["mfu"] * 100
@@ -83,6 +91,11 @@ def display(layouts: pd.DataFrame) -> pd.DataFrame:
     frame["num_warnings"] = frame["warnings"].map(len)
     if "cost_per_million_tokens_usd" not in frame:  # no price given (explorer.search.rows)
         frame["cost_per_million_tokens_usd"] = float("nan")
+    status = [
+        fit_status(peak, gpu, reserve_bytes)
+        for peak, gpu in zip(frame["peak_bytes"], frame["gpu_bytes"], strict=True)
+    ]
+    frame["memory"] = [TIGHT if s == "tight" else s for s in status]
     return frame
 
 

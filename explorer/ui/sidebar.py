@@ -278,8 +278,10 @@ def _layout(scenario_layout: LayoutInputs, error: str | None, dp: int | None) ->
     right.checkbox(
         "SP",
         key=key("sp"),
+        disabled=scenario_layout.tp == 1,  # nothing to shard along the sequence without TP
         help="Megatron sequence parallelism: with TP > 1, shards the norm and dropout "
-        "activations along the sequence.",
+        "activations along the sequence."
+        + (" Off in effect at TP = 1: raise TP to use it." if scenario_layout.tp == 1 else ""),
     )
     if error:
         st.error(error)

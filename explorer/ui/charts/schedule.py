@@ -8,12 +8,15 @@ stage's activations held over time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.memory import StageMemory
 from explorer.schedules import KINDS, Kind, Timeline
+from explorer.units import GiB
 
 KIND_COLOURS: dict[Kind, str] = {"F": "#4C78A8", "B": "#F58518", "W": "#54A24B"}
 """One colour per action kind, the same in every schedule figure."""
@@ -99,6 +102,50 @@ def inflight_lines(timeline: Timeline) -> list[go.Scatter]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class LiveMemory:
+    """A stage's GPU memory as a function of activation sets held: ``base_bytes`` (states,
+    buffers, runtime, headroom and the non-block activations) plus ``bytes_per_set`` per set."""
+
+    base_bytes: float
+    bytes_per_set: float
+
+
+def live_memory(stages: Sequence[StageMemory]) -> list[LiveMemory]:
+    """Each stage's memory as its block activations per set on top of everything else at its
+    peak (so ``microbatches_in_flight`` sets give back the stage's peak total)."""
+    return [
+        LiveMemory(
+            base_bytes=s.total_bytes - s.activation_parts.blocks,
+            bytes_per_set=(
+                s.activation_parts.blocks / s.microbatches_in_flight
+                if s.microbatches_in_flight
+                else 0.0
+            ),
+        )
+        for s in stages
+    ]
+
+
+def memory_lines(timeline: Timeline, live: Sequence[LiveMemory]) -> list[go.Scatter]:
+    """One step line per stage: its GPU memory (GiB = 2^30 bytes) over the step, the sets it
+    holds times their bytes on top of everything else it keeps."""
+    return [
+        go.Scatter(
+            x=curve.times_s,
+            y=[(m.base_bytes + n * m.bytes_per_set) / GiB for n in curve.count],
+            mode="lines",
+            line={"shape": "hv", "width": 1.5},
+            name=f"stage {stage} memory",
+            legendgroup="memory",
+            customdata=curve.count,
+            hovertemplate=f"stage {stage}<br>%{{y:.2f}} GiB from %{{x:.6g}} s"
+            "<br>%{customdata:.4g} activation sets held<extra></extra>",
+        )
+        for stage, (curve, m) in enumerate(zip(timeline.inflight, live, strict=True))
+    ]
+
+
 def _stage_axis(stages: int) -> dict[str, object]:
     """A y axis with stage 0 on top and one labelled tick per stage."""
     return {
@@ -118,8 +165,11 @@ def describe(timeline: Timeline) -> str:
     )
 
 
-def schedule_figure(timeline: Timeline, title: str | None = None) -> go.Figure:
-    """Schedule diagram (time in s, one row per stage) above each stage's activations held."""
+def schedule_figure(
+    timeline: Timeline, title: str | None = None, live: Sequence[LiveMemory] | None = None
+) -> go.Figure:
+    """Schedule diagram (time in s, one row per stage) above each stage's activations held,
+    or, given ``live`` (one per stage), each stage's memory in GiB."""
     stages = timeline.schedule.stages
     fig = make_subplots(
         rows=2,
@@ -127,14 +177,19 @@ def schedule_figure(timeline: Timeline, title: str | None = None) -> go.Figure:
         shared_xaxes=True,
         vertical_spacing=0.08,
         row_heights=[0.65, 0.35],
-        subplot_titles=("actions per stage", "activations held per stage"),
+        subplot_titles=(
+            "actions per stage",
+            "memory per GPU of each stage" if live else "activations held per stage",
+        ),
     )
     for trace in schedule_bars(timeline):
         fig.add_trace(trace, row=1, col=1)
-    for line in inflight_lines(timeline):
+    lower = memory_lines(timeline, live) if live else inflight_lines(timeline)
+    for line in lower:
         fig.add_trace(line, row=2, col=1)
     fig.update_yaxes(_stage_axis(stages), row=1, col=1)
-    fig.update_yaxes(title_text="stage-equivalent micro-batches", rangemode="tozero", row=2, col=1)
+    lower_title = "GiB (2^30 bytes)" if live else "stage-equivalent micro-batches"
+    fig.update_yaxes(title_text=lower_title, rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
     fig.update_layout(
         title=title if title is not None else describe(timeline),

@@ -22,7 +22,7 @@ from explorer.scenario import Scenario
 from explorer.ui import cached
 from explorer.ui.charts.style import CONFIG, Figure
 from explorer.ui.format import layout_label, sentence, tokens
-from explorer.ui.state import SCENARIO
+from explorer.ui.state import SCENARIO, key
 
 HERE = Path(__file__).resolve().parent
 LANDING = "_landing_page"
@@ -61,8 +61,27 @@ def landing_after(workload: str, shown: str | None) -> str | None:
     return None
 
 
+def _to_serving() -> None:
+    """Switch the workload to serving and land on its page (a callback: before the widgets)."""
+    st.session_state[key("workload")] = "serving"
+    st.session_state[LANDING] = "serving"
+
+
+def serving_switch() -> None:
+    """The Serving entry of the training workload's navigation: one click to serving."""
+    st.subheader("Serving")
+    st.info(
+        "Serving plans take their own inputs (prompt and output lengths, concurrent requests, "
+        "weight and KV-cache formats), shown in the sidebar once the workload is Serving. The "
+        "model and cluster stay as they are.",
+        icon=":material/bolt:",
+    )
+    st.button("Plan serving for this model", on_click=_to_serving, type="primary")
+
+
 def navigation(scenario: Scenario, root: Path) -> StreamlitPage:
-    """The pages for the scenario's workload, as ``st.navigation`` over page files."""
+    """The pages for the scenario's workload, as ``st.navigation`` over page files; Serving
+    is always listed (under training it offers the switch)."""
     pages = {
         info.name: st.Page(
             str((HERE / f"{info.name}.py").relative_to(root)),
@@ -74,6 +93,12 @@ def navigation(scenario: Scenario, root: Path) -> StreamlitPage:
         for info in PAGES
         if scenario.workload in info.workloads
     }
+    if "serving" not in pages:
+        info = next(i for i in PAGES if i.name == "serving")
+        pages["serving"] = st.Page(
+            serving_switch, title=info.title, icon=info.icon, url_path=info.name
+        )
+    pages = {info.name: pages[info.name] for info in PAGES if info.name in pages}  # page order
     current = st.navigation(list(pages.values()), position="top")
     landing = st.session_state.pop(LANDING, None)
     if landing in pages and current.url_path != landing:

@@ -21,11 +21,13 @@ from explorer.ui.meshes_table import (
     COMPARED,
     FORMATS,
     LAYOUT_FIELDS,
+    TIGHT,
     display,
     label,
     layout_of,
 )
 from explorer.ui.pages import chart, expected_error, header, opened, run_page
+from explorer.ui.pages.memory import reserve_input
 from explorer.ui.sidebar import SCHEDULE_LABELS
 from explorer.ui.state import key
 from explorer.units import GiB
@@ -81,14 +83,20 @@ def _table(shown: pd.DataFrame, current: LayoutInputs) -> None:
 
 def _rejected(result: SearchResult) -> None:
     rejected = result.rejected
-    st.markdown("#### Rejected layouts")
+    if not (
+        top := opened(
+            f"Rejected layouts, by rule ({int(rejected['num_layouts'].sum()):,})",
+            "meshes_rejected_rules",
+        )
+    ):
+        return
     summary = (
         rejected.groupby("kind", observed=True)["num_layouts"]
         .agg(["sum", "count"])
         .rename(columns={"sum": "layouts", "count": "rows"})
         .sort_values("layouts", ascending=False)
     )
-    st.dataframe(summary, width="stretch")
+    top.dataframe(summary, width="stretch")
     title = f"Every rejection with its reason ({len(rejected):,} rows)"
     if box := opened(title, "meshes_rejected"):
         kinds = summary.index.astype(str).tolist()
@@ -155,9 +163,13 @@ def _explain(shown: pd.DataFrame, best: pd.Series) -> None:
         st.caption(f"⚠ {warning[0].upper()}{warning[1:]}")
 
 
-@st.fragment  # choosing the two layouts reruns this panel only
 def _compare(frame: pd.DataFrame, gpu_name: str) -> None:
-    st.markdown("#### Two layouts side by side")
+    if opened("Two layouts side by side", "meshes_compare"):
+        _comparison(frame, gpu_name)
+
+
+@st.fragment  # choosing the two layouts reruns this panel only
+def _comparison(frame: pd.DataFrame, gpu_name: str) -> None:
     labels = [label(row) for _, row in frame.iterrows()]
     left, right = st.columns(2)
     a = left.selectbox("First", range(len(labels)), format_func=labels.__getitem__, key="cmp_a")
@@ -246,6 +258,33 @@ def _space(scenario: Scenario) -> None:
     )
 
 
+def _verdict(frame: pd.DataFrame) -> None:
+    """The page's answer first: the best layout and what limits it."""
+    best = frame.iloc[0]
+    step = best["step_time_s"]
+    shares = {name: best[column] / step for column, (name, _) in STEP_PARTS.items()}
+    limit = max(shares, key=shares.__getitem__)
+    st.success(
+        f"**Best layout**: {label(best).removeprefix('#1 ')}: {seconds(step)} per step, "
+        f"MFU {percent(best['mfu'])}, {gib(best['peak_bytes'])} peak; bound by **{limit}**.",
+        icon=":material/star:",
+    )
+
+
+def _reserve(frame: pd.DataFrame) -> pd.DataFrame:
+    """The reserve input and the choice to hide layouts inside it; the rows kept."""
+    left, right = st.columns([1, 3], vertical_alignment="bottom")
+    reserve_input(left)
+    tight = frame["memory"] == TIGHT
+    hide = right.checkbox(
+        f"Hide layouts inside the reserve ({int(tight.sum())} of {len(frame)})",
+        key="meshes_hide_tight",
+        help="Layouts whose free memory at the peak is less than the reserve are marked "
+        f"'{TIGHT}' in the memory column.",
+    )
+    return frame[~tight] if hide else frame
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.search_case(scenario)
     header("Meshes", scenario, case.model.name, case.cluster.gpu.name, "ranked by step time")
@@ -255,30 +294,38 @@ def render(scenario: Scenario) -> None:
         case.model, case.cluster, case.workload, scenario.assumptions, space, scenario.search.ranked
     )
     gpu = case.cluster.gpu  # priced at the GPU preset's published list price, if any
-    frame = display(
-        with_cost_column(result.layouts, result.problem.num_gpus, gpu.price_per_gpu_hour)
-    )
-    cols = st.columns(4)
-    cols[0].metric("Layouts considered", f"{result.evaluated:,}")
-    cols[1].metric("Fully estimated", f"{result.estimated:,}")
-    cols[2].metric("Ranked", f"{len(frame):,}")
-    cols[3].metric("Search time", seconds(result.elapsed_s))
-    expected_error("search")
+    priced = with_cost_column(result.layouts, result.problem.num_gpus, gpu.price_per_gpu_hour)
+    frame = display(priced, scenario.reserve_gib * GiB)
     if frame.empty:
         st.error("No layout fits this model on this cluster; the rejected ones say why.")
+        expected_error("search")
         _rejected(result)
         return
-    shown = _filters(frame)
+    _verdict(frame)
+    expected_error("search")
+    cols = st.columns(4)
+    cols[0].metric(
+        "Layouts considered",
+        f"{result.evaluated:,}",
+        help="Every combination of degrees, ZeRO stage, recompute, micro-batch and schedule "
+        "in the search space, including the subtrees a rule rejected whole.",
+    )
+    cols[1].metric(
+        "Fully estimated",
+        f"{result.estimated:,}",
+        help="Layouts timed end to end; the rest were rejected by a rule or by a bound "
+        "that proves they cannot rank.",
+    )
+    cols[2].metric("Ranked", f"{len(frame):,}", help="Rows in the table, fastest step first.")
+    cols[3].metric(
+        "Search time", seconds(result.elapsed_s), help="Wall-clock time of the search here."
+    )
+    kept = _reserve(frame)
+    shown = _filters(kept)
     _table(shown, scenario.layout)
     _explain(shown, frame.iloc[0])
-    chart(
-        step_breakdown_figure(
-            [label(row) for _, row in frame.head(10).iterrows()],
-            {c: frame.head(10)[c].tolist() for c in STEP_PARTS},
-            title="Where the step goes, best ten layouts",
-        ),
-        "meshes_steps",
-    )
+    search_inputs = (case.model, case.cluster, case.workload, scenario.assumptions, space)
+    chart(cached.search_step_chart(*search_inputs, scenario.search.ranked), "meshes_steps")
     _rejected(result)
     if len(frame) >= 2:
         _compare(frame, case.cluster.gpu.name)

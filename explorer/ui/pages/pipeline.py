@@ -11,7 +11,7 @@ from explorer.scenario import Scenario
 from explorer.specs import SCHEDULES
 from explorer.ui import cached, inputs
 from explorer.ui.format import gib, percent, seconds
-from explorer.ui.pages import chart, expected_error, header, number_columns, run_page
+from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
 from explorer.ui.sidebar import SCHEDULE_LABELS
 from explorer.units import GiB
 
@@ -56,9 +56,14 @@ def _drawn(timeline: Timeline) -> int:
     return choice or few
 
 
+def _compare(scenario: Scenario, case: inputs.TrainingCase) -> None:
+    """Other schedules for the same stage times, drawn only while their expander is open."""
+    if opened("Schedules side by side", "pipeline_compare_open"):
+        _comparison(scenario, case)
+
+
 @st.fragment  # choosing schedules reruns this panel only
 def _comparison(scenario: Scenario, case: inputs.TrainingCase) -> None:
-    st.markdown("#### Schedules side by side")
     st.caption(
         "The same stage times under other schedules (interleaved with the layout's virtual "
         "stages, or 2). Step figures are for the whole step; the diagrams show its pattern."
@@ -95,6 +100,53 @@ def _comparison(scenario: Scenario, case: inputs.TrainingCase) -> None:
             chart(figure, "schedule_comparison", theme=True)
 
 
+def _verdict(est: Estimate, scenario: Scenario) -> None:
+    """The page's answer first: how much of the pipeline idles, and which stage paces it."""
+    layout = scenario.layout
+    if layout.pp == 1:
+        st.info(
+            "**No pipeline**: PP = 1, so every GPU holds every layer and nothing waits on a "
+            "neighbouring stage. Raise PP in the sidebar to see a schedule.",
+            icon=":material/info:",
+        )
+        return
+    pacing = cached.pacing_part(est)
+    st.success(
+        f"**{percent(est.bubble_fraction)} of the pipeline is bubble** "
+        f"({SCHEDULE_LABELS[layout.schedule]}, {layout.pp} stages, {est.microbatches:,} "
+        f"micro-batches): part {pacing.stage} paces it at {pacing.cycle_s * 1e3:.1f} ms per "
+        "micro-batch.",
+        icon=":material/view_timeline:",
+    )
+
+
+def _diagram_caption(est: Estimate, timeline: Timeline, drawn: int) -> str:
+    caption = (
+        f"Simulated action by action ({est.pipeline.method} timing for the step estimate). "
+        "Bars are forward (F), backward (B) and weight-gradient (W) passes, numbered by "
+        "micro-batch; the lower panel is each stage's GPU memory over the step: the activation "
+        "sets it holds times their bytes, on top of its states and buffers (its peak is the "
+        "Memory page's; hover for the sets held)."
+    )
+    if drawn < timeline.schedule.microbatches:
+        caption += (
+            f" The diagram draws {drawn} of the step's {timeline.schedule.microbatches:,} "
+            "micro-batches, so its title's bubble is larger than the step's "
+            f"{percent(est.bubble_fraction)}: warm-up and cool-down weigh more in a short run."
+        )
+    return caption
+
+
+@st.fragment  # choosing the pattern or the whole step redraws the diagram only
+def _diagram(
+    scenario: Scenario, case: inputs.TrainingCase, est: Estimate, timeline: Timeline
+) -> None:
+    drawn = _drawn(timeline)
+    specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
+    chart(cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
+    st.caption(_diagram_caption(est, timeline, drawn))
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.training_case(scenario)
     header("Pipeline schedule", scenario, case.model.name, case.cluster.gpu.name)
@@ -104,26 +156,36 @@ def render(scenario: Scenario) -> None:
     timeline = cached.timeline(
         case.model, case.cluster, case.layout, case.workload, scenario.assumptions
     )
-    cols = st.columns(4)
-    cols[0].metric("Micro-batches per step", f"{est.microbatches:,}")
-    cols[1].metric("Pipeline part of the step", seconds(est.pipeline.makespan_s))
-    cols[2].metric("Bubble", percent(est.bubble_fraction))
-    cols[3].metric("Peak memory per GPU", gib(est.memory.peak_bytes))
+    _verdict(est, scenario)
     expected_error("schedule")
-    drawn = _drawn(timeline)
-    specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
-    chart(cached.schedule_chart(*specs, drawn), "schedule", theme=True)
-    st.caption(
-        f"Simulated action by action ({est.pipeline.method} timing for the step estimate). "
-        "Bars are forward (F), backward (B) and weight-gradient (W) passes, numbered by "
-        "micro-batch; the lower panel counts the activation sets each stage holds, which its "
-        "activation memory follows (peak memory per stage below)."
+    cols = st.columns(4)
+    cols[0].metric(
+        "Micro-batches per step",
+        f"{est.microbatches:,}",
+        help="Global batch / (DP x micro-batch size): what each pipeline runs per step.",
     )
+    cols[1].metric(
+        "Pipeline part of the step",
+        seconds(est.pipeline.makespan_s),
+        help="From the first forward to the last backward; the step adds the optimizer and "
+        "the exposed data-parallel communication.",
+    )
+    cols[2].metric(
+        "Bubble",
+        percent(est.bubble_fraction),
+        help="Idle share of the pipelined part of the whole step (all its micro-batches).",
+    )
+    cols[3].metric(
+        "Peak memory per GPU",
+        gib(est.memory.peak_bytes),
+        help="The Memory page's peak: the most loaded stage's GPU (GiB = 2^30 bytes).",
+    )
+    _diagram(scenario, case, est, timeline)
     st.markdown("#### Per stage")
     table = _stage_table(est)
     floats = [c for c in table.columns if c != "layers"]
     st.dataframe(table, width="stretch", column_config=number_columns(floats))
-    _comparison(scenario, case)
+    _compare(scenario, case)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,33 @@
+"""The browser benchmark's arithmetic (the browser run itself is measured, never tested)."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.ui.bench_browser import PageTiming, p95, summary
+
+
+def test_p95_interpolates_between_the_two_largest_of_twenty():
+    # Inclusive method: position 0.95 x (20 - 1) = 18.05 -> 19 + 0.05 x (20 - 19).
+    assert p95([float(v) for v in range(1, 21)]) == pytest.approx(19.05)
+    assert p95([0.3]) == 0.3
+
+
+def test_the_summary_takes_medians_over_repeats_and_divides_by_the_bare_page():
+    def timing(page: str, repeat: int, values: list[float]) -> PageTiming:
+        return PageTiming(page=page, repeat=repeat, shown_s=tuple(values), done_s=tuple(values))
+
+    timings = [
+        timing("bare", 0, [0.2, 0.2]),
+        timing("bare", 1, [0.4, 0.4]),
+        timing("bare", 2, [0.3, 0.3]),
+        timing("memory", 0, [0.6, 1.0]),  # p50 0.8, p95 0.98
+        timing("memory", 1, [0.9, 0.9]),
+        timing("memory", 2, [5.0, 5.0]),  # one slow repeat moves no median
+    ]
+    out = summary(timings)
+    assert out["bare"]["done_p95_s"] == pytest.approx(0.3)
+    assert out["memory"]["done_p50_s"] == pytest.approx(0.9)
+    assert out["memory"]["done_p95_s"] == pytest.approx(0.98)
+    assert out["memory"]["done_p95_vs_bare"] == pytest.approx(0.98 / 0.3)
+    assert out["bare"]["shown_p95_vs_bare"] == 1.0
