@@ -34,6 +34,9 @@ class Gemm:
     """Stays in BF16 under an FP8 policy."""
     expert: bool = False
     """A routed expert's (grouped) GEMM."""
+    input_copies: int = 1
+    """Copies of each input row (top-k for the dispatched tokens): its FP8 cast runs once,
+    before the dispatch (DeepSeek-V3 report sec. 3.3: FP8 dispatch)."""
 
     @property
     def flops(self) -> float:
@@ -93,7 +96,7 @@ def expert_gemms(model: ModelSpec, layout: Layout, tokens: float) -> list[Gemm]:
     up = (2 if model.ffn_kind == "swiglu" else 1) * width
     return [
         Gemm(local, experts, h, bf16=True),
-        Gemm(per_expert, up, h, groups, expert=True),
+        Gemm(per_expert, up, h, groups, expert=True, input_copies=k),
         Gemm(per_expert, h, width, groups, expert=True),
     ]
 
@@ -126,7 +129,7 @@ def _one(
         dgrad_s=seconds(g.m, g.k, g.n, g.groups),
         wgrad_s=seconds(g.n, g.k, g.m, g.groups),
         flops=g.flops,
-        cast_forward=casts * g.m * g.k * g.groups,
+        cast_forward=casts * g.m * g.k * g.groups / g.input_copies,
         cast_backward=casts * g.m * g.n * g.groups,
         launches=3,
     )

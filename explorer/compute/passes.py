@@ -136,17 +136,24 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
     return flops / (peak * forward), BACKWARD_FLOPS_RATIO * flops / (peak * backward)
 
 
-def _head_s(work: StageWork, ctx: ComputeContext, bandwidth: float) -> float:
-    """Forward seconds of the LM head (and MTP modules) of one micro-batch, in BF16 at the
-    LM head's GEMM shape (T x V/tp x h)."""
+def _head_s(work: StageWork, ctx: ComputeContext, bandwidth: float, k: _Kinds) -> float:
+    """Forward seconds of the LM head and multi-token-prediction modules of one micro-batch:
+    the logits in BF16 at the LM head's GEMM shape (T x V/tp x h), each MTP module's block and
+    projection at the rate of the model's own blocks (MoE if it has them)."""
     if not work.head_flops:
         return 0.0
-    layout, m = ctx.layout, ctx.model
+    layout, m, a = ctx.layout, ctx.model, ctx.assumptions
     tokens = layout.micro_batch_size * ctx.workload.seq_len / layout.cp
     eff = gemm_efficiency(tokens, m.vocab_size / layout.tp, m.hidden_size, "bf16", ctx.gpu,
                           bandwidth)  # fmt: skip
-    eff = min(ctx.assumptions.max_efficiency, eff * ctx.assumptions.gemm_efficiency_scale)
-    return work.head_flops * tokens / layout.tp / (peak_flops_per_s(ctx.gpu, "bf16") * eff)
+    eff = min(a.max_efficiency, eff * a.gemm_efficiency_scale)
+    logits = 2.0 * m.hidden_size * m.vocab_size * (1 + m.num_nextn_predict_layers)
+    logits = min(logits, work.head_flops)
+    per_gpu = tokens / layout.tp  # head FLOPs are per token of the whole width
+    seconds = logits * per_gpu / (peak_flops_per_s(ctx.gpu, "bf16") * eff)
+    block = k.moe + k.experts if m.is_moe else k.dense
+    rate = block.forward_s / block.flops if block.flops else 0.0  # s per FLOP of a block
+    return seconds + (work.head_flops - logits) * per_gpu * rate
 
 
 @lru_cache(maxsize=16384)
@@ -170,7 +177,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     peak = peak_flops_per_s(ctx.gpu, ctx.policy.compute)
     share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
     attention_f, attention_b = _attention_s(work, ctx)
-    head = _head_s(work, ctx, bandwidth)
+    head = _head_s(work, ctx, bandwidth, k)
     sms = 1 / (1 - a.comm_sm_share) if all_to_alls_overlap(layout) else 1.0  # SMs held
     traffic = stage_traffic(work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout)
     tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
