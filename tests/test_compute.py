@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from explorer.compute import (
     ComputeAssumptions,
     ComputeContext,
+    gemm_efficiency,
     optimizer_bytes_per_param,
     optimizer_step_s,
     pass_times,
@@ -23,6 +24,7 @@ from explorer.counting import param_counts
 from explorer.flops import forward_flops_per_token
 from explorer.partition import pipeline_plan
 from explorer.precision import precision_policy
+from explorer.presets import load_gpu
 from explorer.specs import Layout, ModelSpec, TrainingWorkload
 
 REL = 1e-9
@@ -86,6 +88,17 @@ def test_routed_experts_are_apart_from_dense_work() -> None:
 
 
 # --- kernel efficiency and peaks ------------------------------------------------------------
+
+
+@given(
+    m=st.integers(1, 2**17),
+    n=st.integers(1, 2**17),
+    k=st.integers(1, 2**17),
+    dtype=st.sampled_from(["bf16", "fp8", "tf32"]),
+)
+def test_gemm_efficiency_is_a_share_of_peak_for_any_shape(m: int, n: int, k: int, dtype) -> None:
+    for gpu in (H100, load_gpu("h100-sxm"), load_gpu("mi300x")):
+        assert 0 < gemm_efficiency(m, n, k, dtype, gpu, 3e12) <= 1
 
 
 def test_peaks_follow_the_gemm_format() -> None:

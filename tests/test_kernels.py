@@ -27,7 +27,7 @@ from explorer.compute import (
 )
 from explorer.compute.gemm import quantisation_share, roofline_share
 from explorer.presets import load_gpu, load_model
-from explorer.specs import GemmPoint, Layout, TrainingWorkload
+from explorer.specs import Fp8Recipe, GemmPoint, Layout, TrainingWorkload
 
 ANCHOR = 1e-4
 """The presets store shares rounded to 5 digits."""
@@ -232,16 +232,14 @@ def test_current_scaling_costs_more_than_delayed_scaling() -> None:
     gpu = load_gpu("h100-sxm")
     work = stage_work(LLAMA_70B, (0,), 8192, False, False)
     workload = TrainingWorkload(seq_len=8192, global_batch_size=8, precision="fp8-mixed")
-    times = {
-        recipe: pass_times(
-            work,
-            ComputeContext(
-                model=LLAMA_70B, gpu=gpu, layout=Layout(tp=8), workload=workload,
-                assumptions=ComputeAssumptions(fp8_recipe=recipe),
-            ),  # fmt: skip
-        ).forward_s
-        for recipe in ("delayed", "current")
-    }
+
+    def forward_s(recipe: Fp8Recipe) -> float:
+        a = ComputeAssumptions(fp8_recipe=recipe)
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(tp=8), workload=workload,
+                             assumptions=a)  # fmt: skip
+        return pass_times(work, ctx).forward_s
+
+    times = {recipe: forward_s(recipe) for recipe in ("delayed", "current")}
     assert times["current"] > times["delayed"]
 
 

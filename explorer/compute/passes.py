@@ -99,7 +99,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe))
-        return gemm_times(gemms, fmt, ctx.gpu, bandwidth, scale, cap)  # type: ignore[arg-type]
+        return gemm_times(gemms, fmt, ctx.gpu, bandwidth, scale, cap)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
