@@ -216,7 +216,12 @@ def estimate(
             *memory.warnings,
             *comm_warnings(groups, cluster, layout, memory.warnings),
             *filter(
-                None, [attention_efficiency_unset((s.compute for s in stages), assumptions.compute)]
+                None,
+                [
+                    attention_efficiency_unset(
+                        (s.compute for s in stages), assumptions.compute, cluster.gpu
+                    )
+                ],
             ),
         ),
         assumptions=assumptions,
