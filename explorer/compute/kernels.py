@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
+from explorer.flops import attention_projection_weights
 from explorer.specs import GemmDType, GpuSpec, Layout, ModelSpec
 
 
@@ -71,8 +72,6 @@ def _fields(t: GemmTimes) -> tuple[float, ...]:
 
 def attention_gemms(model: ModelSpec, tokens: float, tp: int) -> list[Gemm]:
     """Input and output projections of one block's attention (ledger: module docstring)."""
-    from explorer.flops import attention_projection_weights
-
     h = model.hidden_size
     out_width = model.num_attention_heads * (model.v_head_dim if model.is_mla else model.head_size)
     in_width = attention_projection_weights(model) / h - out_width
