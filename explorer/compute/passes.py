@@ -24,7 +24,14 @@ from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_pe
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
 from explorer.compute.work import StageWork
 from explorer.precision import precision_policy
-from explorer.specs import GpuSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
+from explorer.specs import (
+    GemmDType,
+    GpuSpec,
+    Layout,
+    ModelSpec,
+    PrecisionPolicy,
+    TrainingWorkload,
+)
 
 MEMORY_BOUND_LAUNCHES = 7
 """Memory-bound kernels of a block's forward besides its GEMMs: two norms, two residual adds,
@@ -93,13 +100,35 @@ class _Kinds:
 
 
 def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
-    model, layout, seq = ctx.model, ctx.layout, ctx.workload.seq_len
-    a, fmt = ctx.assumptions, ctx.policy.compute
-    scale, cap = a.gemm_efficiency_scale, a.max_efficiency
+    """The block kinds' GEMM seconds for ``ctx`` (cached on what they read of it)."""
+    layout, a = ctx.layout, ctx.assumptions
+    return _kinds_of(
+        ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
+        layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
+        a.gemm_efficiency_scale, a.max_efficiency,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _kinds_of(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    cp: int,
+    ep: int,
+    etp: int,
+    mbs: int,
+    seq: int,
+    fmt: GemmDType,
+    bandwidth: float,
+    scale: float,
+    cap: float,
+) -> _Kinds:
+    layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe))
-        return gemm_times(gemms, fmt, ctx.gpu, bandwidth, scale, cap)
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
