@@ -24,6 +24,7 @@ from explorer.compute import (
     pass_times,
     peak_flops_per_s,
     stage_work,
+    with_measured_gemms,
 )
 from explorer.compute.gemm import quantisation_share, roofline_share
 from explorer.presets import load_gpu, load_model
@@ -167,14 +168,22 @@ def test_the_roofline_holds_a_one_token_gemm_to_its_weight_traffic() -> None:
     assert roofline_share(1, 8192, 8192, "bf16", gpu, bandwidth) == pytest.approx(expected)
 
 
+def test_a_measured_point_of_the_presets_shape_replaces_it() -> None:
+    gpu = load_gpu("h100-sxm")
+    point = GemmPoint(m=2048, n=2048, k=13312, dtype="bf16", efficiency=0.7)
+    measured = with_measured_gemms(gpu, [point])
+    assert measured.kernels is not None and len(measured.kernels.gemms) == 2
+    assert gemm_efficiency(2048, 2048, 13312, "bf16", measured) == pytest.approx(0.7)
+    # a GPU without figures gets the generic ones with the point
+    generic = with_measured_gemms(dataclasses.replace(gpu, kernels=None), [point])
+    assert gemm_efficiency(2048, 2048, 13312, "bf16", generic) == pytest.approx(0.7)
+
+
 def test_a_measured_calibration_point_overrides_the_preset_near_its_shape() -> None:
     # probe / --calibration hand the model measured points: the nearest one anchors it
     gpu = load_gpu("h100-sxm")
-    assert gpu.kernels is not None
     point = GemmPoint(m=8192, n=1280, k=8192, dtype="bf16", efficiency=0.55, source="probe")
-    measured = dataclasses.replace(
-        gpu, kernels=dataclasses.replace(gpu.kernels, gemms=(*gpu.kernels.gemms, point))
-    )
+    measured = with_measured_gemms(gpu, [point])
     assert gemm_efficiency(8192, 1280, 8192, "bf16", measured) == pytest.approx(0.55)
     assert gemm_efficiency(8192, 1280, 8192, "bf16", gpu) > 0.55
     # a shape far from the point still follows the preset's anchor

@@ -14,7 +14,12 @@ from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAss
 from explorer.compute.attention import attention_share
 from explorer.compute.casts import cast_bytes
 from explorer.compute.elementwise import Traffic, stage_traffic
-from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
+from explorer.compute.gemm import (
+    gemm_efficiency,
+    kernel_figures,
+    peak_flops_per_s,
+    with_measured_gemms,
+)
 from explorer.compute.kernels import Gemm, GemmTimes, block_gemms, gemm_times
 from explorer.compute.passes import (
     ComputeContext,
@@ -46,4 +51,5 @@ __all__ = [
     "peak_flops_per_s",
     "stage_traffic",
     "stage_work",
+    "with_measured_gemms",
 ]

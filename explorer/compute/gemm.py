@@ -21,6 +21,8 @@ one-token micro-batches).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import replace
 from functools import lru_cache
 
 from explorer.specs import GemmDType, GemmPoint, GpuSpec, KernelFigures
@@ -35,6 +37,17 @@ BF16 across NVIDIA A100-B200: 73-87% (H100 SXM 80.3%)."""
 def kernel_figures(gpu: GpuSpec) -> KernelFigures:
     """The GPU's kernel figures, or the generic ones."""
     return gpu.kernels or GENERIC_KERNELS
+
+
+def with_measured_gemms(gpu: GpuSpec, points: Iterable[GemmPoint]) -> GpuSpec:
+    """``gpu`` with measured GEMMs (a calibration file's, ``probe``'s) added to its anchors; a
+    point of the same shape and format replaces the preset's. Every GEMM then follows the
+    nearest measured point of its format (``gemm_efficiency``)."""
+    figures = kernel_figures(gpu)
+    new = tuple(points)
+    shapes = {(p.m, p.n, p.k, p.dtype) for p in new}
+    kept = tuple(p for p in figures.gemms if (p.m, p.n, p.k, p.dtype) not in shapes)
+    return replace(gpu, kernels=replace(figures, gemms=kept + new))
 
 
 def _waves_share(tiles: int, sms: int) -> float:
