@@ -58,16 +58,15 @@ class GemmTimes:
     launches: float = 0.0
 
     def __add__(self, other: GemmTimes) -> GemmTimes:
-        return GemmTimes(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
-
-    def scaled(self, factor: float) -> GemmTimes:
-        """The same GEMMs run ``factor`` times (blocks of a kind, expert imbalance)."""
-        return GemmTimes(*(a * factor for a in _fields(self)))
-
-
-def _fields(t: GemmTimes) -> tuple[float, ...]:
-    return (t.forward_s, t.dgrad_s, t.wgrad_s, t.flops, t.cast_forward, t.cast_backward,
-            t.launches)  # fmt: skip
+        return GemmTimes(
+            self.forward_s + other.forward_s,
+            self.dgrad_s + other.dgrad_s,
+            self.wgrad_s + other.wgrad_s,
+            self.flops + other.flops,
+            self.cast_forward + other.cast_forward,
+            self.cast_backward + other.cast_backward,
+            self.launches + other.launches,
+        )
 
 
 def attention_gemms(model: ModelSpec, tokens: float, tp: int) -> list[Gemm]:

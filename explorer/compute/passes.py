@@ -25,6 +25,7 @@ from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
 from explorer.compute.work import StageWork
 from explorer.precision import precision_policy
 from explorer.specs import (
+    AttentionCurve,
     GemmDType,
     GpuSpec,
     Layout,
@@ -135,6 +136,13 @@ def _kinds_of(
     return _Kinds(dense, moe, experts)
 
 
+@lru_cache(maxsize=1024)
+def _curve_shares(curve: AttentionCurve, length: float, causal: bool) -> tuple[float, float]:
+    """(forward, backward) shares of an attention table at ``length`` (cached)."""
+    forward = attention_share(curve, length, causal, backward=False)
+    return forward, attention_share(curve, length, causal, backward=True)
+
+
 def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
     """(forward, backward) seconds of the attention core of one micro-batch."""
     layout, seq, a = ctx.layout, ctx.workload.seq_len, ctx.assumptions
@@ -154,8 +162,7 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
         ) / 2
         return flops / (peak * forward), 2 * flops / (peak * forward)
     elif curve is not None:  # CP ranks run the kernel on s / cp long blocks
-        forward = attention_share(curve, seq / layout.cp, causal, backward=False)
-        backward = attention_share(curve, seq / layout.cp, causal, backward=True)
+        forward, backward = _curve_shares(curve, seq / layout.cp, causal)
     else:  # no published figures: the BF16 GEMM efficiency of P V, all heads side by side
         heads = layout.micro_batch_size * ctx.model.num_attention_heads / layout.tp
         length = seq / layout.cp
@@ -185,6 +192,21 @@ def _head_s(work: StageWork, ctx: ComputeContext, bandwidth: float, k: _Kinds) -
     return seconds + (work.head_flops - logits) * per_gpu * rate
 
 
+def _stage_gemms(k: _Kinds, dense: float, moe: float, experts: float) -> GemmTimes:
+    """The GEMMs of ``dense`` dense blocks and ``moe`` MoE blocks, their routed experts run
+    ``experts`` times (the busiest GPU's imbalance included)."""
+    d, m, e = k.dense, k.moe, k.experts
+    return GemmTimes(
+        forward_s=dense * d.forward_s + moe * m.forward_s + experts * e.forward_s,
+        dgrad_s=dense * d.dgrad_s + moe * m.dgrad_s + experts * e.dgrad_s,
+        wgrad_s=dense * d.wgrad_s + moe * m.wgrad_s + experts * e.wgrad_s,
+        flops=dense * d.flops + moe * m.flops + experts * e.flops,
+        cast_forward=dense * d.cast_forward + moe * m.cast_forward + experts * e.cast_forward,
+        cast_backward=dense * d.cast_backward + moe * m.cast_backward + experts * e.cast_backward,
+        launches=dense * d.launches + moe * (m.launches + e.launches),
+    )
+
+
 @lru_cache(maxsize=16384)
 def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     """Seconds of forward, backward (input and weight parts) and recompute of one micro-batch.
@@ -201,8 +223,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     bandwidth = ctx.gpu.hbm_bytes_per_s * a.hbm_efficiency
     k = _kinds(ctx, bandwidth)
     moe, dense = work.num_moe_layers, work.num_layers - work.num_moe_layers
-    gemms = k.dense.scaled(dense) + k.moe.scaled(moe)
-    experts = k.experts.scaled(moe * ctx.moe_imbalance)
+    g = _stage_gemms(k, dense, moe, moe * ctx.moe_imbalance)
     peak = peak_flops_per_s(ctx.gpu, ctx.policy.compute)
     share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
     attention_f, attention_b = _attention_s(work, ctx)
@@ -213,20 +234,17 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
     memory, attention_memory = traffic.blocks * per_element, traffic.attention * per_element
     recipe = a.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
-    cast_f = cast_bytes(gemms.cast_forward + experts.cast_forward, recipe) / bandwidth
-    cast_b = cast_bytes(gemms.cast_backward + experts.cast_backward, recipe) / bandwidth
-    launches = gemms.launches + experts.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers
+    cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
+    cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
+    launches = g.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers
     gap_f, gap_b = a.kernel_gap_s * launches / 3, a.kernel_gap_s * launches / 3
-    linear_f = sms * (gemms.forward_s + experts.forward_s)
+    linear_f = sms * g.forward_s
     blocks = linear_f + sms * attention_f + memory + cast_f + gap_f
     recompute = {"none": 0.0, "selective": sms * attention_f + attention_memory, "full": blocks}
     return PassTimes(
         forward_s=blocks + sms * head,
-        backward_input_s=sms * (gemms.dgrad_s + experts.dgrad_s + head + attention_b)
-        + 2 * memory
-        + cast_b
-        + gap_b,
-        weight_s=sms * (gemms.wgrad_s + experts.wgrad_s + head) + gap_b,
+        backward_input_s=sms * (g.dgrad_s + head + attention_b) + 2 * memory + cast_b + gap_b,
+        weight_s=sms * (g.wgrad_s + head) + gap_b,
         recompute_s=recompute[layout.recompute],
         attention_forward_s=sms * attention_f,
         dense_efficiency=share,
