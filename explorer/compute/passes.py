@@ -93,11 +93,12 @@ def all_to_alls_overlap(layout: Layout) -> bool:
 @dataclass(frozen=True, slots=True)
 class _Kinds:
     """GEMM seconds per micro-batch of one dense and one MoE block: (dense GEMMs, routed
-    experts) each."""
+    experts) each; and the LM head's BF16 efficiency."""
 
     dense: GemmTimes
     moe: GemmTimes
     experts: GemmTimes
+    head_efficiency: float
 
 
 def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
@@ -133,7 +134,10 @@ def _kinds_of(
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
-    return _Kinds(dense, moe, experts)
+    tokens = mbs * seq / cp  # the LM head: T x V/tp x h, in BF16
+    head = gemm_efficiency(tokens, model.vocab_size / tp, model.hidden_size, "bf16", gpu,
+                           bandwidth)  # fmt: skip
+    return _Kinds(dense, moe, experts, min(cap, head * scale))
 
 
 @lru_cache(maxsize=1024)
@@ -178,11 +182,9 @@ def _head_s(work: StageWork, ctx: ComputeContext, bandwidth: float, k: _Kinds) -
     projection at the rate of the model's own blocks (MoE if it has them)."""
     if not work.head_flops:
         return 0.0
-    layout, m, a = ctx.layout, ctx.model, ctx.assumptions
+    layout, m = ctx.layout, ctx.model
     tokens = layout.micro_batch_size * ctx.workload.seq_len / layout.cp
-    eff = gemm_efficiency(tokens, m.vocab_size / layout.tp, m.hidden_size, "bf16", ctx.gpu,
-                          bandwidth)  # fmt: skip
-    eff = min(a.max_efficiency, eff * a.gemm_efficiency_scale)
+    eff = k.head_efficiency
     logits = 2.0 * m.hidden_size * m.vocab_size * (1 + m.num_nextn_predict_layers)
     logits = min(logits, work.head_flops)
     per_gpu = tokens / layout.tp  # head FLOPs are per token of the whole width
