@@ -288,3 +288,19 @@ def test_a_gemm_efficiency_scale_slows_every_gemm_in_proportion() -> None:
         return pass_times(work, ctx).weight_s
 
     assert weight_s(0.5) == pytest.approx(2 * weight_s(1.0), rel=1e-12)
+
+
+def test_fp8_attention_runs_at_flashattention3s_fp8_share_of_the_fp8_peak() -> None:
+    # FA3 abstract: ~1.2 PFLOP/s FP8 against 740 TFLOP/s BF16 at best: FP8 attention is
+    # 1.2e15 / 740e12 = 1.62 x as fast, not 2 x
+    gpu = load_gpu("h100-sxm")
+    work = stage_work(LLAMA_70B, (0,), 8192, False, False)
+    workload = TrainingWorkload(seq_len=8192, global_batch_size=8, precision="fp8-mixed")
+
+    def attention_s(fp8: bool) -> float:
+        a = ComputeAssumptions(fp8_attention=fp8)
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(), workload=workload,
+                             assumptions=a)  # fmt: skip
+        return pass_times(work, ctx).attention_forward_s
+
+    assert attention_s(False) / attention_s(True) == pytest.approx(1200 / 740, rel=1e-3)

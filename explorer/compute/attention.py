@@ -24,6 +24,12 @@ recomputes the scores (Q K^T), then dV, dP, dQ and dK. Source: Dao 2023 (arXiv:2
 sec. 3.1.2 and 4.1, which count backward FLOPs as 2.5 x the forward's."""
 
 
+FP8_SHARE_RATIO = (1200 / 1978.9) / (740 / 989.4)
+"""FP8 attention's share of the FP8 peak over BF16's share of the BF16 peak: FA3 reaches
+"close to 1.2 PFLOPs/s" in FP8 and 740 TFLOPs/s in BF16 at its best (head dim 256) on H100
+(Shah et al. 2024, arXiv:2407.08608, abstract): 0.61 against 0.75 of the peaks."""
+
+
 def _interpolated(lengths: tuple[int, ...], shares: tuple[float, ...], seq_len: float) -> float:
     """``shares`` at ``seq_len``, linear in log2(length) between the table's lengths."""
     if seq_len <= lengths[0]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAssumptions
-from explorer.compute.attention import BACKWARD_FLOPS_RATIO, attention_share
+from explorer.compute.attention import BACKWARD_FLOPS_RATIO, FP8_SHARE_RATIO, attention_share
 from explorer.compute.casts import cast_bytes
 from explorer.compute.elementwise import stage_traffic
 from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
@@ -167,6 +167,8 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
         return flops / (peak * forward), 2 * flops / (peak * forward)
     elif curve is not None:  # CP ranks run the kernel on s / cp long blocks
         forward, backward = _curve_shares(curve, seq / layout.cp, causal)
+        if fp8:
+            forward, backward = forward * FP8_SHARE_RATIO, backward * FP8_SHARE_RATIO
     else:  # no published figures: the BF16 GEMM efficiency of P V, all heads side by side
         heads = layout.micro_batch_size * ctx.model.num_attention_heads / layout.tp
         length = seq / layout.cp
