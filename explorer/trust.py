@@ -2,9 +2,10 @@
 
 Every number comes from the evidence when asked: measured memory
 (``validation_data.comparison_table``), published training runs
-(``calibration.calibration_table``), the presets' published parameter counts, and the schedule
-simulator against its closed forms. Nothing here is typed in by hand, so a change to the
-estimator or the evidence changes the sentences.
+(``calibration.calibration_table``), published runs on current GPUs
+(``published_runs.published_table``, validation/published_runs.toml), the presets' published
+parameter counts, and the schedule simulator against its closed forms. Nothing here is typed
+in by hand, so a change to the estimator or the evidence changes the sentences.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Final, Literal, cast, get_args
 from explorer.calibration import TFLOPS, calibration_table
 from explorer.counting import active_param_counts, param_counts
 from explorer.presets import load_model, model_entry, model_ids
+from explorer.published_runs import published_table
+from explorer.published_runs import summary as published_summary
 from explorer.schedules import StageTimes, build_schedule, simulate
 from explorer.specs import ScheduleName
 from explorer.validation_data import HELDOUT_PATH, comparison_table, load_results
@@ -123,6 +126,28 @@ def weak_scaling_summary() -> ErrorSummary:
     return ErrorSummary.of(table[table["metric"] == TFLOPS]["relative_error"])
 
 
+@cache
+def published_runs_summary() -> ErrorSummary:
+    """Tokens/s per GPU against every run of validation/published_runs.toml (none fitted)."""
+    return ErrorSummary.of(published_table()["error"])
+
+
+def published_runs_text() -> str:
+    """The published runs per GPU generation in words: "mean |error| 26% (2) on Ampere, 47% (30)
+    on Hopper, 56% (16) on Blackwell, 37 too high, worst +180%" (runs in brackets)."""
+    groups = published_summary(published_table()).set_index("group")
+    overall = groups.loc["all"]
+    parts = [
+        f"{percent_text(g.mean_abs_error)} ({g.runs}) on {name}"
+        for name, g in groups.drop(index="all").iterrows()
+    ]
+    sign = "+" if overall.worst_error > 0 else "-"
+    return (
+        f"mean |error| {', '.join(parts)}, {overall.too_high} too high, worst "
+        f"{sign}{percent_text(overall.worst_error)}"
+    )
+
+
 def calibration_scope() -> str:
     """The published runs in words: "14 Megatron-LM runs on 8 to 3,072 NVIDIA A100 ..."."""
     table = calibration_table()
@@ -182,8 +207,9 @@ def _memory() -> str:
 def _step_time() -> str:
     s = step_time_summary()
     return (
-        f"Step time: {s.text} against {s.count} published figures of {calibration_scope()} "
-        "(TFLOP/s, iteration time, MFU); other GPUs (H100, H800, B200) are not calibrated."
+        f"Step time: {s.text} against {s.count} published figures of {calibration_scope()}; "
+        f"other GPUs and frameworks are not calibrated: against {published_runs_summary().count} "
+        f"published runs (tokens/s per GPU, none fitted), {published_runs_text()}."
     )
 
 
@@ -253,6 +279,7 @@ SUMMARIES: Final[Mapping[str, Callable[[], ErrorSummary]]] = MappingProxyType(
         "memory": memory_summary,
         "memory_heldout": heldout_summary,
         "step_time": step_time_summary,
+        "step_time_published": published_runs_summary,
     }
 )
 """Bodies of evidence with an error summary, by name (the Validation page shows them)."""

@@ -132,3 +132,42 @@ def test_unknown_gpu_fails_from_a_real_process_with_status_2():
     assert result.returncode == 2
     assert result.stdout == ""
     assert "h999" in result.stderr and result.stderr.count("\n") == 1
+
+
+LOADED = ["--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", *SERVING]
+
+
+def test_serve_under_load_reports_percentiles_and_throughput_of_the_best_layout(capsys):
+    data = serve_json(capsys, *LOADED, "--rate", "3", "--requests", "200")
+    u = data["under_load"]
+    best = next(r for r in data["layouts"] if r["fits"])
+    assert u["label"] == best["label"] and u["finished"] == 200
+    for name in ("ttft", "tpot", "e2e"):
+        assert 0 < u[name]["p50_s"] <= u[name]["p90_s"] <= u[name]["p99_s"]
+    # below saturation the engine serves what arrives: 3 requests/s x 512 tokens, sampled
+    assert u["tokens_per_s"] == pytest.approx(3 * 512, rel=0.25)
+    assert data["layouts"] and serve_json(capsys, *LOADED)["under_load"] is None
+
+
+def test_static_batching_under_load_reads_in_the_text(capsys):
+    assert (
+        main(["serve", *LOADED, "--users", "16", "--requests", "32", "--batching", "static"]) == 0
+    )
+    assert "Under load (static batching) on TP" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "1", "--users", "4"], "not allowed with argument"),
+        (["--users", "4", "--token-budget", "0"], "token_budget must be positive"),
+        (["--rate", "-2"], "rate_per_s must be positive"),
+    ],
+    ids=["rate-and-users", "zero-budget", "negative-rate"],
+)
+def test_bad_load_flags_are_one_sentence_and_exit_status_2(capsys, args, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", *LOADED, *args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

@@ -127,10 +127,12 @@ def test_decode_throughput_never_exceeds_the_memory_bandwidth_bound(
         if model is LLAMA_70B and layout.ep > 1:
             layout = replace(layout, ep=1, replicas=layout.replicas * layout.ep)
         e = estimate_serving(model, H200_TWO_NODES, layout, workload)
-        assert e.tokens_per_s <= e.memory_bound_tokens_per_s
+        assert (e.tokens_per_s is None) is (not e.fits)
+        if e.tokens_per_s is not None:
+            assert e.tokens_per_s <= e.memory_bound_tokens_per_s
 
 
-@given(concurrency=st.integers(min_value=1, max_value=512))
+@given(concurrency=st.integers(min_value=1, max_value=493))  # 495 fit (max_concurrency)
 def test_more_concurrency_means_more_tokens_per_s_and_a_longer_step(concurrency):
     lay = ServingLayout(tp=8)
     low, high = (

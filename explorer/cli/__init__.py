@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "serve",
     "report",
     "scaling",
+    "probe",
 )
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 

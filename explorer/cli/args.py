@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, TypeVar
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from explorer.specs import (
     PRECISIONS,
@@ -15,6 +17,9 @@ from explorer.specs import (
     ServingWorkload,
     TrainingWorkload,
 )
+
+if TYPE_CHECKING:
+    from explorer.probe.derive import CalibratedFigures
 
 T = TypeVar("T")
 
@@ -177,11 +182,72 @@ def overrides_from(args: argparse.Namespace, base: object, prefix: str = "") -> 
     return dict(parse_override(base, text, prefix) for text in args.assume)
 
 
-def assumed(args: argparse.Namespace, base: T, prefix: str = "") -> T:
-    """``base`` (estimate or serving assumptions) with the ``--assume`` overrides applied."""
+def assumed(
+    args: argparse.Namespace, base: T, prefix: str = "", calibrated: Mapping[str, Any] = {}
+) -> T:
+    """``base`` (estimate or serving assumptions) with the ``calibrated`` overrides (from a
+    ``--calibration`` file) and then the ``--assume`` overrides (which win) applied."""
     from explorer.report.assumptions import with_overrides
 
-    return with_overrides(base, overrides_from(args, base, prefix), prefix)
+    overrides = {**calibrated, **overrides_from(args, base, prefix)}
+    return with_overrides(base, overrides, prefix)
+
+
+CALIBRATION_HELP = (
+    "a file written by python -m explorer probe on your GPUs: its measured GEMM, attention, "
+    "HBM and bus bandwidths set the named assumptions they measure (--assume still wins)"
+)
+
+
+def add_calibration(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument("--calibration", metavar="FILE.toml", help=CALIBRATION_HELP)
+    parser.add_argument(
+        "--calibration-force",
+        action="store_true",
+        help="use the calibration file even when it was measured on another device than --gpu",
+    )
+
+
+def calibration_from(
+    args: argparse.Namespace, cluster: ClusterSpec, compute: str | None = None
+) -> CalibratedFigures | None:
+    """The figures ``--calibration`` sets for training (GEMMs in ``compute``: bf16, fp8, tf32)
+    or, when ``compute`` is None, for serving; None without the flag. CalibrationError (a
+    ValueError, one sentence) for a malformed or foreign file."""
+    from explorer.probe.derive import check_device, serving_figures, training_figures
+    from explorer.probe.schema import load_calibration
+
+    if not getattr(args, "calibration", None):
+        return None
+    calibration = load_calibration(args.calibration)
+    check_device(calibration, args.gpu, cluster.gpu.name, args.calibration_force)
+    if compute is None:
+        return serving_figures(calibration, cluster)
+    return training_figures(calibration, cluster, compute)
+
+
+def calibration_json(args: argparse.Namespace, figures: CalibratedFigures | None) -> dict | None:
+    """The output's ``calibration`` key: the file, its device, each figure it set and why."""
+    if figures is None:
+        return None
+    return {
+        "file": str(args.calibration),
+        "device_name": figures.device_name,
+        "figures": [dataclasses.asdict(f) for f in figures.figures],
+        "notes": list(figures.notes),
+    }
+
+
+def calibration_lines(result: dict) -> list[str]:
+    """Text lines naming each figure the calibration file set (empty without one)."""
+    calibration = result.get("calibration")
+    if not calibration:
+        return []
+    lines = [f"  calibration from {calibration['file']} ({calibration['device_name']}):"]
+    lines += [
+        f"    {f['key']} = {f['value']:.4g}: {f['measurement']}" for f in calibration["figures"]
+    ]
+    return lines + [f"    note: {note}" for note in calibration["notes"]]
 
 
 def add_space(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

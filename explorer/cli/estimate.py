@@ -12,11 +12,15 @@ from typing import get_args
 
 from explorer.cli.args import (
     add_assume,
+    add_calibration,
     add_cluster,
     add_layout,
     add_model,
     add_workload,
     assumed,
+    calibration_from,
+    calibration_json,
+    calibration_lines,
     cluster_from,
     layout_from,
     model_from,
@@ -32,6 +36,7 @@ from explorer.memory import (
     parallel_axes_in_words,
 )
 from explorer.memory.training import StageMemory
+from explorer.precision import precision_policy
 from explorer.units import GiB
 
 NAME = "estimate"
@@ -65,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="percent of GPU memory kept free for the allocator (default 5)",
     )
     add_assume(group)
+    add_calibration(group)
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -109,7 +115,11 @@ def memory_json(result: TrainingMemory) -> dict[str, object]:
 def run(args: argparse.Namespace) -> dict:
     model, layout, workload = model_from(args), layout_from(args), workload_from(args)
     cluster = cluster_from(args, layout.world_size)
-    assumptions = assumed(args, EstimateAssumptions(memory=assumptions_from(args)))
+    compute = precision_policy(workload.precision, workload.grad_dtype).compute
+    figures = calibration_from(args, cluster, compute)
+    calibrated = figures.overrides() if figures else {}
+    base = EstimateAssumptions(memory=assumptions_from(args))
+    assumptions = assumed(args, base, calibrated=calibrated)
     step = estimate(model, cluster, layout, workload, assumptions)
     result = step.memory  # training_memory, as estimate computes it
     timing = estimate_dict(step)
@@ -122,6 +132,7 @@ def run(args: argparse.Namespace) -> dict:
         **{k: v for k, v in timing.items() if k != "warnings"},
         "comm_warnings": [w for w in step.warnings if w not in result.warnings],
         "assumed": overrides_from(args, assumptions),
+        "calibration": calibration_json(args, figures),
     }
 
 
@@ -148,6 +159,7 @@ def render(result: dict) -> str:
     lines += _step_lines(result)
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
+    lines += calibration_lines(result)
     return "\n".join(lines)
 
 

@@ -16,11 +16,13 @@ from typing import cast
 from explorer.cli import UserError
 from explorer.cli.args import (
     add_assume,
+    add_calibration,
     add_cluster,
     add_layout,
     add_model,
     add_space,
     add_workload,
+    calibration_from,
     overrides_from,
     space_choices,
 )
@@ -71,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_space(parser.add_argument_group("search (without LAYOUT, or with --rank)"))
     add_assume(parser)
+    add_calibration(parser)
 
 
 # ------------------------------------------------------------------------------ scenario
@@ -150,7 +153,28 @@ def base_scenario(args: argparse.Namespace) -> Scenario:
     if layout_given(args):
         scenario = replace(scenario, layout=layout_inputs(args))
     scenario = replace(scenario, search=SearchInputs(**space_choices(args)))
+    scenario = calibrated(scenario, args)
     return from_dict(to_dict(scenario))  # pydantic checks every field's bounds
+
+
+def calibrated(scenario: Scenario, args: argparse.Namespace) -> Scenario:
+    """``scenario`` with the figures of ``--calibration`` as overrides (``--assume`` wins over
+    them) and, for the report's section, the measurement each came from."""
+    from explorer.precision import precision_policy
+
+    if not args.calibration:
+        return scenario
+    cluster = resolve_cluster(scenario.cluster)
+    figures = calibration_from(args, cluster, precision_policy(args.precision).compute)
+    if figures is None:
+        return scenario
+    given = dict(scenario.assumptions)
+    kept = [f for f in figures.figures if f.key not in given]
+    return replace(
+        scenario,
+        assumptions=tuple({**{f.key: f.value for f in kept}, **given}.items()),
+        calibration=tuple((f.key, f.measurement[:400]) for f in kept),
+    )
 
 
 def layout_given(args: argparse.Namespace) -> bool:

@@ -9,8 +9,20 @@ from __future__ import annotations
 
 import argparse
 
-from explorer.cli.args import add_assume, add_cluster, add_model, assumed, cluster_from, model_from
+from explorer.cli.args import (
+    add_assume,
+    add_calibration,
+    add_cluster,
+    add_model,
+    assumed,
+    calibration_from,
+    calibration_json,
+    calibration_lines,
+    cluster_from,
+    model_from,
+)
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+from explorer.precision import precision_policy
 from explorer.scaling import LayoutFamily, scaling_sweep
 from explorer.specs import PRECISIONS, RECOMPUTES, TrainingWorkload
 
@@ -39,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--recompute", choices=RECOMPUTES, nargs="+", default=list(RECOMPUTES), help="tried"
     )
-    add_assume(parser.add_argument_group("assumptions"))
+    assumptions = parser.add_argument_group("assumptions")
+    add_assume(assumptions)
+    add_calibration(assumptions)
 
 
 def counts_from(text: str) -> list[int]:
@@ -66,7 +80,9 @@ def run(args: argparse.Namespace) -> dict:
         recomputes=tuple(args.recompute), zero=args.zero, micro_batch_size=args.mbs
     )
     cluster = cluster_from(args, max(counts))
-    assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS)
+    figures = calibration_from(args, cluster, precision_policy(workload.precision).compute)
+    calibrated = figures.overrides() if figures else {}
+    assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS, calibrated=calibrated)
     sweep = scaling_sweep(args.kind, model, cluster, counts, workload, family, assumptions)
     return {
         "kind": sweep.kind,
@@ -75,6 +91,7 @@ def run(args: argparse.Namespace) -> dict:
         "baseline_gpus": sweep.baseline_gpus,
         "denominator": sweep.denominator,
         "points": sweep.rows(),
+        "calibration": calibration_json(args, figures),
     }
 
 
@@ -96,4 +113,4 @@ def render(result: dict) -> str:
             f"{p['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, MFU {p['mfu']:.1%}, "
             f"efficiency {p['efficiency']:.2f}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + calibration_lines(result))

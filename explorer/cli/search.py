@@ -14,11 +14,15 @@ import pandas as pd
 
 from explorer.cli.args import (
     add_assume,
+    add_calibration,
     add_cluster,
     add_model,
     add_space,
     add_workload,
     assumed,
+    calibration_from,
+    calibration_json,
+    calibration_lines,
     cluster_from,
     model_from,
     overrides_from,
@@ -27,6 +31,7 @@ from explorer.cli.args import (
 )
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.mesh import SearchSpace
+from explorer.precision import precision_policy
 from explorer.search import search
 from explorer.search.rows import LAYOUT_COLUMNS
 from explorer.units import GiB
@@ -48,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--etp-values", type=int, nargs="+", help="expert-tensor-parallel degrees (default 1)"
     )
-    add_assume(parser.add_argument_group("assumptions"))
+    assumptions = parser.add_argument_group("assumptions")
+    add_assume(assumptions)
+    add_calibration(assumptions)
 
 
 def space_from(args: argparse.Namespace) -> SearchSpace:
@@ -84,7 +91,9 @@ def records(frame: pd.DataFrame) -> list[dict[str, object]]:
 def run(args: argparse.Namespace) -> dict:
     model, workload = model_from(args), workload_from(args)
     cluster = cluster_from(args, args.gpus)
-    assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS)
+    figures = calibration_from(args, cluster, precision_policy(workload.precision).compute)
+    calibrated = figures.overrides() if figures else {}
+    assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS, calibrated=calibrated)
     result = search(
         model, cluster, workload, num_gpus=args.gpus, space=space_from(args), ranked=args.top,
         assumptions=assumptions,
@@ -101,6 +110,7 @@ def run(args: argparse.Namespace) -> dict:
         "rejected": records(result.rejected),
         "rejected_by_kind": {str(k): int(v) for k, v in by_kind.items()},
         "assumed": overrides_from(args, assumptions),
+        "calibration": calibration_json(args, figures),
     }
 
 
@@ -127,4 +137,5 @@ def render(result: dict) -> str:
         lines.append(f"    {kind:<12} {count:>10,}")
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
+    lines += calibration_lines(result)
     return "\n".join(lines)

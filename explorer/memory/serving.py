@@ -39,6 +39,7 @@ __all__ = [
     "kv_bytes_per_sequence",
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_layer",
+    "kv_capacity_tokens",
     "kv_fraction_per_gpu",
     "kv_heads_per_gpu",
     "logits_bytes",
@@ -196,4 +197,30 @@ def max_concurrency(
         per_seq += logits_bytes(model, 1) if shape.has_lm_head else 0.0
         free = gpu.memory_bytes - (with_one - per_seq)  # everything that is not per sequence
         per_group.append(max(0, math.floor(free / per_seq)))
+    return min(per_group) * layout.ep
+
+
+def kv_capacity_tokens(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    layout: ServingLayout,
+    workload: ServingWorkload,
+    assumptions: MemoryAssumptions | None = None,
+) -> int:
+    """Tokens of KV cache one replica can hold, whole blocks, pooled over its attention groups.
+
+    The free memory of ``max_concurrency`` (capacity less everything that is not per
+    sequence), over the KV bytes per token on the tightest stage, rounded down to whole paged
+    blocks (vLLM's block pool), times the ep attention groups.
+    """
+    a = assumptions or MemoryAssumptions()
+    shapes = stage_shapes(model, layout, workload.weights_dtype, workload.kv_dtype, a)
+    one = replace(workload, concurrency=1)
+    per_group = []
+    for shape in shapes:
+        with_one = _stage_memory(model, gpu, layout, shape, one, a).total
+        per_seq = kv_bytes_per_sequence(shape, workload, a.kv_block_tokens)
+        free = gpu.memory_bytes - (with_one - per_seq)
+        blocks = max(0, math.floor(free / (shape.kv_bytes_per_token * a.kv_block_tokens)))
+        per_group.append(blocks * a.kv_block_tokens)
     return min(per_group) * layout.ep

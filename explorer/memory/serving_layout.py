@@ -77,11 +77,17 @@ class ServingLayout:
     """Expert-parallel degree = attention data-parallel groups in a replica; 1 is off."""
     replicas: int = 1
     """Independent engines, each serving its own requests."""
+    redundant_experts: int = 0
+    """Extra routed-expert copies per MoE block over the EP ranks (EPLB), so that EP degrees
+    that do not divide the experts hold n_routed + redundant; 0 is none. Source: DeepSeek-V3
+    report sec. 3.4; SGLang's large-scale EP blog (256 + 32 = 288 slots, EP 72)."""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "replicas"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.redundant_experts < 0:
+            raise ValueError(f"redundant_experts must be at least 0, got {self.redundant_experts}")
 
     @property
     def gpus_per_replica(self) -> int:
@@ -93,7 +99,8 @@ class ServingLayout:
 
     @property
     def label(self) -> str:
-        return f"TP{self.tp} PP{self.pp} EP{self.ep} x{self.replicas}"
+        extra = f"+{self.redundant_experts}" if self.redundant_experts else ""
+        return f"TP{self.tp} PP{self.pp} EP{self.ep}{extra} x{self.replicas}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,13 +198,16 @@ def attention_params_per_gpu(model: ModelSpec, tp: int) -> float:
 
 
 def _layer_bytes(
-    model: ModelSpec, index: int, tp: int, ep: int, bytes_per_param: float
+    model: ModelSpec, index: int, layout: ServingLayout, bytes_per_param: float
 ) -> tuple[float, float]:
-    """(bytes read every step, routed-expert bytes) of block ``index`` on one GPU."""
+    """(bytes read every step, routed-expert bytes) of block ``index`` on one GPU; redundant
+    experts add their copies' weights ((E + r) / E of the routed experts, spread over EP)."""
+    tp, ep = layout.tp, layout.ep
     lp = layer_params(model, index)
     linear = attention_params_per_gpu(model, tp) + (lp.mlp + lp.shared_experts) / tp
     bf16 = (lp.norms + lp.router) * BYTES_PER_DTYPE["bf16"]  # norms and router stay bf16
-    experts = lp.routed_experts / (tp * ep) * bytes_per_param
+    copies = 1.0 + layout.redundant_experts / model.n_routed_experts if model.is_moe else 1.0
+    experts = lp.routed_experts * copies / (tp * ep) * bytes_per_param
     return linear * bytes_per_param + bf16, experts
 
 
@@ -227,7 +237,7 @@ def stage_shapes(
         expert = one_layer / model.n_routed_experts / layout.tp * bpp
     shapes = []
     for stage, layers in enumerate(stage_layers(model.num_hidden_layers, layout.pp)):
-        per_layer = [_layer_bytes(model, i, layout.tp, layout.ep, bpp) for i in layers]
+        per_layer = [_layer_bytes(model, i, layout, bpp) for i in layers]
         read = sum(r for r, _ in per_layer)
         experts = sum(e for _, e in per_layer)
         embedding, head = _vocab_bytes(model, layout.tp, stage, layout.pp)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, estimate, estimate_dict
 from explorer.report import inputs, launch, ranking, serving, timing, training
 from explorer.report.assumptions import SERVING_PREFIX, with_overrides
+from explorer.report.calibration import calibration_rows, calibration_section
 from explorer.report.tables import Section
 from explorer.scenario import Scenario, resolve_cluster, resolve_model, world_size_error
 from explorer.search import SearchResult
@@ -154,6 +155,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         timing.schedule_section(case),
         timing.communication_section(case),
         assumptions,
+        *calibration_section(scenario),
         accuracy_section(TRAINING_TRUST),
         inputs.warnings_section(est.warnings),
         launch.launch_section(case),
@@ -169,6 +171,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         "communication": timing.communication_results(est),
         "ranking": ranking.ranking_results(ranked),
         "assumptions": assumption_data,
+        "calibration": calibration_rows(scenario),
         "accuracy": accuracy_results(TRAINING_TRUST),
         "warnings": list(est.warnings),
         "launch": launch.launch_results(case),
@@ -249,6 +252,7 @@ def _serving_report(scenario: Scenario, plan: ServingPlan | None) -> Report:
         ),
         serving.plan_section(case, answers),
         assumptions,
+        *calibration_section(scenario),
         accuracy_section(SERVING_TRUST),
         inputs.warnings_section(warnings),
     )
@@ -258,6 +262,7 @@ def _serving_report(scenario: Scenario, plan: ServingPlan | None) -> Report:
         "cluster": inputs.cluster_results(case.cluster, case.num_gpus),
         "serving": serving.serving_results(case, answers),
         "assumptions": assumption_data,
+        "calibration": calibration_rows(scenario),
         "accuracy": accuracy_results(SERVING_TRUST),
         "warnings": list(warnings),
     }

@@ -13,6 +13,7 @@ import pandas as pd
 
 from explorer.report.tables import Section, Table
 from explorer.serving import LEAVES_OUT, ServingAssumptions, ServingEstimate, ServingPlan
+from explorer.serving.estimate import fitted
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 from explorer.units import GiB
 
@@ -58,8 +59,9 @@ def summary_paragraphs(case: ServingCase) -> tuple[str, ...]:
         return (head, "No serving layout fits at this concurrency; see the rejections below.")
     return (
         head,
-        f"Best layout {best.layout.label}: {best.tokens_per_s:,.0f} output tokens/s, "
-        f"TTFT {best.ttft_s * 1e3:,.1f} ms, inter-token latency {best.itl_s * 1e3:,.2f} ms, "
+        f"Best layout {best.layout.label}: {fitted(best.tokens_per_s):,.0f} output tokens/s, "
+        f"TTFT {fitted(best.ttft_s) * 1e3:,.1f} ms, inter-token latency "
+        f"{fitted(best.itl_s) * 1e3:,.2f} ms, "
         f"{best.memory.total / GiB:,.1f} GiB per GPU.",
     )
 
@@ -71,8 +73,8 @@ def layouts_table(plan: ServingPlan) -> Table:
             "fits": e.fits,
             "memory per GPU (GiB)": e.memory.total / GiB,
             "max concurrency": e.max_concurrency,
-            "TTFT (ms)": e.ttft_s * 1e3,
-            "ITL (ms)": e.itl_s * 1e3,
+            "TTFT (ms)": _ms(e.ttft_s),
+            "ITL (ms)": _ms(e.itl_s),
             "tokens/s": e.tokens_per_s,
             "prefill bound": e.prefill.bound,
             "decode bound": e.decode.bound,
@@ -80,8 +82,16 @@ def layouts_table(plan: ServingPlan) -> Table:
         for e in plan.layouts[:TOP]
     ]
     formats = {"tokens/s": "{:,.0f}", "TTFT (ms)": "{:,.1f}"}
-    note = "TP, PP, EP per replica × replicas; memory of the heaviest stage's GPU."
+    note = (
+        "TP, PP, EP (+ redundant experts) per replica × replicas; memory of the heaviest "
+        "stage's GPU; latency and tokens/s only for layouts that fit."
+    )
     return Table("Serving layouts", pd.DataFrame(rows), formats, note)
+
+
+def _ms(seconds: float | None) -> float | None:
+    """Milliseconds, or None (an empty cell) for a layout that does not fit."""
+    return None if seconds is None else seconds * 1e3
 
 
 def rejected_groups(plan: ServingPlan) -> list[tuple[str, list[str]]]:
@@ -143,7 +153,8 @@ def _estimate_json(e: ServingEstimate) -> dict[str, Any]:
     lay = e.layout
     return {
         "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "replicas": lay.replicas,
-        "label": lay.label, "fits": e.fits, "reason": e.reason,
+        "redundant_experts": lay.redundant_experts, "label": lay.label,
+        "fits": e.fits, "reason": e.reason,
         "weights_bytes": e.memory.weights, "kv_bytes_per_token": e.kv_bytes_per_token,
         "total_bytes": e.memory.total, "bytes": e.memory.as_dict(),
         "max_concurrency": e.max_concurrency, "ttft_s": e.ttft_s, "itl_s": e.itl_s,

@@ -75,6 +75,7 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "tp_cross": ("search", "tp_across_domain"),
     "ranked": ("search", "ranked"),
     "assume": ("", "assumptions"),
+    "calib": ("", "calibration"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
 
@@ -106,6 +107,9 @@ def _decode(group: str, name: str, raw: str) -> Any:
     if name == "assumptions":
         mapping = TypeAdapter(dict[str, AssumptionValue]).validate_json(raw)
         return _adapter(group, name).validate_python(tuple(sorted(mapping.items())))
+    if name == "calibration":
+        notes = TypeAdapter(dict[str, str]).validate_json(raw)
+        return _adapter(group, name).validate_python(tuple(sorted(notes.items())))
     if name.endswith("_GBps") and raw in ("", "none", "None"):
         return None
     adapter = _adapter(group, name)
@@ -179,6 +183,7 @@ def to_dict(scenario: Scenario) -> dict[str, Any]:
     """The scenario as plain JSON-able data (groups as objects, overrides as an object)."""
     data = asdict(scenario)
     data["assumptions"] = dict(scenario.assumptions)
+    data["calibration"] = dict(scenario.calibration)
     data["search"] = {k: list(v) if isinstance(v, tuple) else v for k, v in data["search"].items()}
     return data
 
@@ -195,6 +200,9 @@ def from_dict(data: Mapping[str, Any]) -> Scenario:
     overrides = data.get("assumptions", {})
     if isinstance(overrides, Mapping):
         data["assumptions"] = tuple(sorted(overrides.items()))
+    notes = data.get("calibration", {})
+    if isinstance(notes, Mapping):
+        data["calibration"] = tuple(sorted(notes.items()))
     unknown = sorted(set(data) - {f.name for f in fields(Scenario)})
     if unknown:
         raise ValueError(f"The scenario has unknown keys: {', '.join(unknown)}.")

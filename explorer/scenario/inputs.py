@@ -39,6 +39,10 @@ Bandwidth = Annotated[float, Field(gt=0, le=1e6)] | None
 ConfigText = Annotated[str, Field(max_length=200_000)]
 AssumptionValue = bool | float | Annotated[str, Field(max_length=64)] | None
 Overrides = tuple[tuple[Annotated[str, Field(max_length=64)], AssumptionValue], ...]
+CalibrationNotes = Annotated[
+    tuple[tuple[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=400)]], ...],
+    Field(max_length=16),
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,10 +152,14 @@ class Scenario:
     search: SearchInputs = field(default_factory=SearchInputs)
     assumptions: Overrides = ()
     """Overrides of the core's named assumptions, (name, value) sorted by name."""
+    calibration: CalibrationNotes = ()
+    """Overrides set from a probe file (explorer.probe.derive): (name, the measurement it came
+    from), sorted by name; their values are in ``assumptions``."""
 
     def __post_init__(self) -> None:
         # One order for equal overrides, so equal scenarios compare, hash and cache as equal.
         object.__setattr__(self, "assumptions", tuple(sorted(dict(self.assumptions).items())))
+        object.__setattr__(self, "calibration", tuple(sorted(dict(self.calibration).items())))
 
     def layout_spec(self) -> Layout:
         """The layout as a spec; ValueError (one sentence) when its fields contradict."""

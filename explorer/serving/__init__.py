@@ -1,9 +1,12 @@
 """Serving layouts: fit, prefill and decode latency, throughput, max concurrency, Pareto frontier.
 
-Modules, in import order: ``assumptions`` (efficiencies, what is left out), ``latency`` (the
-model: stage rooflines, TTFT, ITL, the HBM bound), ``layouts`` (enumeration, rules, warnings),
-``estimate`` (one layout at one concurrency), ``frontier`` (Pareto), ``planner`` (every layout
-of N GPUs and the answers in sentences). Memory conventions: explorer.memory.serving_layout.
+Modules, in import order: ``assumptions`` (efficiencies, what is left out), ``experts``
+(experts touched, redundant expert slots, EP load imbalance), ``latency`` (the model: stage
+rooflines, mixed prefill + decode steps, TTFT, ITL under the token budget, the HBM bound),
+``layouts`` (enumeration, rules, warnings), ``estimate`` (one layout at one concurrency),
+``frontier`` (Pareto), ``planner`` (every layout of N GPUs and the answers in sentences),
+``scheduler`` (an engine under load: arrivals, batching, KV admission, percentiles).
+Memory conventions: explorer.memory.serving_layout.
 """
 
 from explorer.memory.serving import MemoryAssumptions, ServingLayout, ServingMemory
@@ -19,11 +22,14 @@ from explorer.serving.latency import (
 )
 from explorer.serving.layouts import layout_problem, layout_warnings, serving_layouts
 from explorer.serving.planner import ServingPlan, plan_serving, serving_answers
+from explorer.serving.scheduler import EngineLoad, LoadResult, serve_under_load
 
 __all__ = [
     "DEFAULT_CONCURRENCIES",
     "LEAVES_OUT",
     "Bound",
+    "EngineLoad",
+    "LoadResult",
     "MemoryAssumptions",
     "ParetoPoint",
     "Roofline",
@@ -41,6 +47,7 @@ __all__ = [
     "pareto_points",
     "peak_flops_per_s",
     "plan_serving",
+    "serve_under_load",
     "serving_answers",
     "serving_layouts",
 ]

@@ -40,19 +40,29 @@ class ServingEstimate:
     """One prefill chunk on the slowest stage."""
     decode: Roofline
     """One decode micro-batch on the slowest stage."""
-    ttft_s: float
-    decode_step_s: float
+    ttft_s: float | None
+    """Time to first token; None when the layout does not fit (as are the next three)."""
+    decode_step_s: float | None
     """Time between a sequence's tokens without prefill interference."""
-    itl_s: float
-    """Mean inter-token latency with each request's prefill stalling decode once."""
-    tokens_per_s: float
+    itl_s: float | None
+    """Mean inter-token latency with the prompts of new requests mixed into decode steps."""
+    tokens_per_s: float | None
     """Output tokens per second, all replicas."""
     memory_bound_tokens_per_s: float
     """Upper bound on output tokens/s from HBM bandwidth alone (whole-model bytes read)."""
 
     @property
-    def tokens_per_s_per_gpu(self) -> float:
+    def tokens_per_s_per_gpu(self) -> float | None:
+        if self.tokens_per_s is None:
+            return None
         return self.tokens_per_s / self.layout.world_size
+
+
+def fitted(value: float | None) -> float:
+    """A latency or throughput of a layout known to fit (they are None only when it does not)."""
+    if value is None:
+        raise ValueError("latency and throughput exist only for a layout that fits")
+    return value
 
 
 def _fit_reason(memory: ServingMemory, capacity: float, most: int, wanted: int) -> str:
@@ -83,10 +93,15 @@ def estimate_serving(
     t = replica_latency(model, cluster, layout, workload, a)
     shapes = stage_shapes(model, layout, workload.weights_dtype, workload.kv_dtype, a.memory)
     reason = _fit_reason(memory, cluster.gpu.memory_bytes, most, workload.concurrency)
+    fits = not reason  # latency and throughput only for a layout that runs
+
+    def shown(value: float) -> float | None:
+        return value if fits else None
+
     return ServingEstimate(
         layout=layout,
         concurrency=workload.concurrency,
-        fits=not reason,
+        fits=fits,
         reason=reason,
         warnings=layout_warnings(model, cluster, layout),
         memory=memory,
@@ -95,10 +110,10 @@ def estimate_serving(
         kv_bytes_per_token_per_gpu=max(s.kv_bytes_per_token for s in shapes),
         prefill=t.prefill,
         decode=t.decode,
-        ttft_s=t.ttft_s,
-        decode_step_s=t.decode_step_s,
-        itl_s=t.itl_s,
-        tokens_per_s=layout.replicas * workload.concurrency / t.itl_s,
+        ttft_s=shown(t.ttft_s),
+        decode_step_s=shown(t.decode_step_s),
+        itl_s=shown(t.itl_s),
+        tokens_per_s=shown(layout.replicas * t.decoding / t.itl_s),
         memory_bound_tokens_per_s=memory_bound_tokens_per_s(
             model, cluster, layout, workload, a.memory
         ),

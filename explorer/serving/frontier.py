@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from explorer.memory.serving import ServingLayout
 from explorer.serving.assumptions import ServingAssumptions
-from explorer.serving.estimate import ServingEstimate, estimate_serving
+from explorer.serving.estimate import ServingEstimate, estimate_serving, fitted
 from explorer.serving.latency import Bound
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 
@@ -54,10 +54,10 @@ def _point(e: ServingEstimate) -> ParetoPoint:
         ep=lay.ep,
         replicas=lay.replicas,
         concurrency=e.concurrency,
-        itl_s=e.itl_s,
-        ttft_s=e.ttft_s,
-        tokens_per_s=e.tokens_per_s,
-        tokens_per_s_per_gpu=e.tokens_per_s_per_gpu,
+        itl_s=fitted(e.itl_s),
+        ttft_s=fitted(e.ttft_s),
+        tokens_per_s=fitted(e.tokens_per_s),
+        tokens_per_s_per_gpu=fitted(e.tokens_per_s_per_gpu),
         bound=e.decode.bound,
         pareto=False,
     )

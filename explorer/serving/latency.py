@@ -8,8 +8,11 @@ Model (per replica of ``tp x pp x ep`` GPUs; memory conventions in explorer.memo
   sequence's KV cache at its mean context, prompt + output / 2.
 - Prefill runs chunks of ``prefill_chunk_tokens``; each attention data-parallel group prefills
   its own prompt at the same time (the loaded case). TTFT = chunks through the pipeline.
-- Prefill interference: each request's prefill stalls decoding once, so the mean inter-token
-  latency is the decode step plus (concurrency / output_len) prefills' worth of stage time.
+- Chunked prefill under a token budget (``prefill_chunk_tokens`` = max_num_batched_tokens):
+  each step runs the decodes and mixes in the prompt tokens of the requests replacing those
+  that finish (concurrency / output_len requests a step), at most the budget the decodes
+  leave, so ITL grows by at most one budget of prefill; beyond what the budget sustains,
+  sequences wait for prefill and TTFT grows instead (``sustained_decodes``).
 Left out: see ``LEAVES_OUT`` (explorer.serving.assumptions).
 """
 
@@ -32,7 +35,8 @@ from explorer.memory.serving import (
     stage_shapes,
     weight_bytes_per_param,
 )
-from explorer.serving.assumptions import ServingAssumptions
+from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
+from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
 from explorer.units import BYTES_PER_DTYPE
 
@@ -99,17 +103,6 @@ def _stage_flops(model: ModelSpec, layers: tuple[int, ...], has_lm_head: bool) -
     return _StageFlops(dense, experts, per_key, logits)
 
 
-def experts_touched(num_experts: int, top_k: int, tokens: float) -> float:
-    """Expected distinct experts a batch of ``tokens`` visits in one MoE block.
-
-    Source: each token picks k of E experts; an expert is missed by one token with probability
-    1 - k/E, by all with (1 - k/E)^tokens (uniform routing, independent tokens).
-    """
-    if num_experts == 0:
-        return 0.0
-    return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
-
-
 def _group(cluster: ClusterSpec, name: GroupName, size: int, stride: int) -> GroupPlacement:
     """Placement of a group of ``size`` ranks ``stride`` apart (TP innermost, then EP, then PP):
     as many of them share a scale-up domain as the stride allows."""
@@ -155,23 +148,58 @@ def _comm_s(case: _Case, shape: StageShape, tokens: float) -> float:
     return total * (1 - case.a.comm_overlap)
 
 
+def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
+    """Seconds of one stage's FLOPs for ``tokens`` per attention group, ``context`` keys each."""
+    model, lay, a = case.model, case.layout, case.a
+    if tokens <= 0:
+        return 0.0
+    flops = tokens * (f.dense + f.attention_per_key * context) / lay.tp  # per attention group
+    # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace
+    imbalance = expert_imbalance(
+        model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
+    )
+    flops += tokens * f.experts / lay.tp * imbalance
+    flops += (1.0 if prefill else tokens) * f.logits / lay.tp  # last token of each sequence
+    efficiency = gemm_efficiency(a, tokens, prefill)
+    return flops / (efficiency * peak_flops_per_s(case.cluster, case.workload.weights_dtype))
+
+
+def _mixed_stage_step(
+    case: _Case,
+    shape: StageShape,
+    decode: float,
+    context: float,
+    prefill: float,
+    keys: float,
+    comm_s: float | None = None,
+) -> Roofline:
+    """Roofline of one stage running ``decode`` decode tokens (``context`` keys each) and
+    ``prefill`` prefill tokens (``keys`` keys each) per attention group in one step: the
+    FLOPs add, the weights are read once, the decode tokens read their KV cache."""
+    model, lay, a = case.model, case.layout, case.a
+    f = _stage_flops(model, shape.layers, shape.has_lm_head)
+    compute_s = _compute_s(case, f, decode, context, False)
+    compute_s += _compute_s(case, f, prefill, keys, True)
+    tokens = decode + prefill
+    slots = expert_slots(model, lay.redundant_experts)
+    touched = experts_touched(model.n_routed_experts, model.num_experts_per_tok, tokens * lay.ep)
+    # each touched expert's copies are read (replicas of a hot expert each get some tokens)
+    copies = touched * slots / model.n_routed_experts if model.n_routed_experts else 0.0
+    experts = copies / lay.ep * shape.num_moe_layers * shape.expert_bytes  # per GPU
+    kv = decode * context * shape.kv_bytes_per_token
+    read = shape.read_bytes + experts + kv
+    memory_s = read / (a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s)
+    comm = _comm_s(case, shape, tokens) if comm_s is None else comm_s
+    return Roofline(compute_s, memory_s, comm)
+
+
 def _stage_step(
     case: _Case, shape: StageShape, tokens: float, context: float, prefill: bool
 ) -> Roofline:
     """Roofline of one stage running ``tokens`` per attention group, ``context`` keys each."""
-    model, lay, a = case.model, case.layout, case.a
-    f = _stage_flops(model, shape.layers, shape.has_lm_head)
-    flops = tokens * (f.dense + f.attention_per_key * context) / lay.tp  # per attention group
-    flops += tokens * f.experts / lay.tp  # ep groups' tokens spread over tp x ep GPUs
-    flops += (1.0 if prefill else tokens) * f.logits / lay.tp  # last token of each sequence
-    efficiency = a.prefill_compute_efficiency if prefill else a.decode_compute_efficiency
-    compute_s = flops / (efficiency * peak_flops_per_s(case.cluster, case.workload.weights_dtype))
-    touched = experts_touched(model.n_routed_experts, model.num_experts_per_tok, tokens * lay.ep)
-    experts = touched / lay.ep * shape.num_moe_layers * shape.expert_bytes  # per GPU
-    kv = 0.0 if prefill else tokens * context * shape.kv_bytes_per_token
-    read = shape.read_bytes + experts + kv
-    memory_s = read / (a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s)
-    return Roofline(compute_s, memory_s, _comm_s(case, shape, tokens))
+    if prefill:
+        return _mixed_stage_step(case, shape, 0.0, 0.0, tokens, context)
+    return _mixed_stage_step(case, shape, tokens, context, 0.0, 0.0)
 
 
 def _handoff_s(case: _Case, tokens: float) -> float:
@@ -188,6 +216,48 @@ def _slowest(case: _Case, tokens: float, context: float, prefill: bool) -> Roofl
     return max(steps, key=lambda r: r.total_s)
 
 
+class EngineStep:
+    """Seconds of one scheduler step of a replica as a function of the work scheduled in it:
+    the per-stage mixed roofline (``_mixed_stage_step``) of the slowest stage, run by each of
+    ``pp`` micro-batches, with the work spread evenly over the ``ep`` attention groups.
+    Communication depends on the tokens only, so it is kept per token count."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        cluster: ClusterSpec,
+        layout: ServingLayout,
+        workload: ServingWorkload,
+        assumptions: ServingAssumptions,
+    ) -> None:
+        w, a = workload, assumptions
+        self._case = _Case(model, cluster, layout, workload, assumptions)
+        self._shapes = stage_shapes(model, layout, w.weights_dtype, w.kv_dtype, a.memory)
+        self._comm: dict[float, tuple[tuple[float, ...], float]] = {}
+
+    def _communication(self, tokens: float) -> tuple[tuple[float, ...], float]:
+        """(per-stage exposed collectives, pipeline handoff) seconds for ``tokens``."""
+        if tokens not in self._comm:
+            per_stage = tuple(_comm_s(self._case, s, tokens) for s in self._shapes)
+            self._comm[tokens] = (per_stage, _handoff_s(self._case, tokens))
+        return self._comm[tokens]
+
+    def seconds(
+        self, decode_seqs: int, prefill_tokens: int, context: float, prefill_keys: float
+    ) -> float:
+        """One step: ``decode_seqs`` decodes at ``context`` keys on average and
+        ``prefill_tokens`` prompt tokens at ``prefill_keys`` keys on average (seconds)."""
+        lay = self._case.layout
+        share = lay.pp * lay.ep  # micro-batches x attention groups
+        decode, prefill = decode_seqs / share, prefill_tokens / share
+        comm, handoff = self._communication(decode + prefill)
+        stage_s = max(
+            _mixed_stage_step(self._case, s, decode, context, prefill, prefill_keys, c).total_s
+            for s, c in zip(self._shapes, comm, strict=True)
+        )
+        return lay.pp * stage_s + (lay.pp - 1) * handoff
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaLatency:
     """Step rooflines and latencies of one replica at one concurrency (seconds)."""
@@ -199,6 +269,19 @@ class ReplicaLatency:
     ttft_s: float
     decode_step_s: float
     itl_s: float
+    decoding: float
+    """Sequences per replica decoding in a step (the rest wait for prefill when the token
+    budget cannot keep up with the prompts arriving)."""
+
+
+def sustained_decodes(budget_tokens: float, prompt_len: int, output_len: int) -> float:
+    """Most sequences per scheduler step that can keep decoding under a token budget.
+
+    Source: vLLM V1 / SGLang / TensorRT-LLM chunked prefill schedule at most
+    ``max_num_batched_tokens`` per step, decodes first; a sequence decoding for O steps
+    brings a successor's P prompt tokens, so d sequences need d (1 + P / O) tokens a step.
+    """
+    return budget_tokens * output_len / (output_len + prompt_len)
 
 
 def replica_latency(
@@ -211,16 +294,22 @@ def replica_latency(
     """TTFT, decode step and mean ITL of one replica (model in the module docstring)."""
     case = _Case(model, cluster, layout, workload, assumptions)
     w, pp, ep = case.workload, case.layout.pp, case.layout.ep
-    chunk = min(w.prompt_len, case.a.memory.prefill_chunk_tokens)
-    chunks = w.prompt_len / chunk
+    budget = case.a.memory.prefill_chunk_tokens  # max_num_batched_tokens, per scheduler step
+    chunk = min(w.prompt_len, budget)
     pre = _slowest(case, chunk, w.prompt_len / 2, prefill=True)  # causal: P/2 keys on average
-    ttft = (chunks + pp - 1) * pre.total_s + (pp - 1) * _handoff_s(case, chunk)
-    micro = -(-w.concurrency // pp) / ep  # sequences per micro-batch and attention group
+    ttft = (w.prompt_len / chunk + pp - 1) * pre.total_s + (pp - 1) * _handoff_s(case, chunk)
+    wanted = -(-w.concurrency // pp) / ep  # sequences per micro-batch and attention group
+    micro = min(wanted, sustained_decodes(budget, w.prompt_len, w.output_len))
     dec = _slowest(case, micro, w.prompt_len + w.output_len / 2, prefill=False)
     step = pp * dec.total_s + (pp - 1) * _handoff_s(case, micro)
-    # every output_len steps each sequence is replaced, and its prefill stalls the replica
-    stall = w.concurrency / w.output_len / ep * chunks * pre.total_s
-    return ReplicaLatency(pre, dec, ttft, step, step + stall)
+    # each step mixes in the successors' prompt tokens, at most the budget left by decodes;
+    # costed at the prefill chunk's seconds per token
+    mixed = min(micro * w.prompt_len / w.output_len, max(0.0, budget - micro))
+    itl = step + pp * mixed * pre.total_s / chunk
+    # closed loop (Little): the sequences not decoding wait, a share 1 - micro / wanted of
+    # each request's time, whose decoding part is output_len inter-token latencies
+    ttft += w.output_len * itl * (wanted / micro - 1)
+    return ReplicaLatency(pre, dec, ttft, step, itl, min(w.concurrency, micro * pp * ep))
 
 
 def memory_bound_tokens_per_s(

@@ -3,15 +3,17 @@ in words) and the warnings for those that run at a cost."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from explorer.divisibility import (
     kv_heads_split,
     uneven_expert_width,
-    uneven_experts,
     uneven_ffn_widths,
     uneven_heads,
 )
 from explorer.memory.serving import ServingLayout
 from explorer.serving.assumptions import ServingAssumptions
+from explorer.serving.experts import expert_slots, fewest_redundant_experts
 from explorer.specs import ClusterSpec, ModelSpec
 
 
@@ -48,13 +50,26 @@ def _divides_kv_heads(model: ModelSpec, layout: ServingLayout) -> str:
 
 
 def _ep_splits_experts(model: ModelSpec, layout: ServingLayout) -> str:
-    # expert parallelism places whole routed experts; a dense model has none to place
-    ep, experts = layout.ep, model.n_routed_experts
+    # expert parallelism places whole routed experts (and EPLB's redundant copies) evenly;
+    # a dense model has none to place
+    ep, experts, extra = layout.ep, model.n_routed_experts, layout.redundant_experts
     if ep > 1 and not model.is_moe:
         return f"EP {ep} needs an MoE model; {model.name} is dense"
-    return (
-        f"EP {ep} does not divide the {experts} routed experts" if uneven_experts(model, ep) else ""
-    )
+    if not model.is_moe or expert_slots(model, extra) % ep == 0:
+        return ""
+    if extra:
+        return f"EP {ep} does not divide the {experts} routed + {extra} redundant experts"
+    return f"EP {ep} does not divide the {experts} routed experts"
+
+
+def with_redundant_experts(
+    model: ModelSpec, layout: ServingLayout, a: ServingAssumptions
+) -> ServingLayout:
+    """``layout`` with the fewest redundant experts (at least ``a.redundant_experts``) that let
+    its EP degree place the experts evenly, as EPLB does (256 + 32 = 288 over EP 72 in
+    SGLang's large-scale EP blog); unchanged without EP or for a dense model."""
+    extra = fewest_redundant_experts(model, layout.ep, a.redundant_experts)
+    return replace(layout, redundant_experts=extra) if extra else layout
 
 
 def _pp_fits_layers(model: ModelSpec, layout: ServingLayout) -> str:
@@ -105,5 +120,10 @@ def layout_warnings(
         (tp_crosses, f"TP {tp} crosses nodes: its all-reduces run over the fabric"),
         (ep_crosses and ep > 1, f"EP {ep} all-to-all crosses nodes over the fabric"),
         (model.num_hidden_layers % pp > 0, f"{model.num_hidden_layers} blocks on PP {pp}: uneven"),
+        (
+            layout.redundant_experts > 0,
+            f"{layout.redundant_experts} redundant experts over EP {ep} (EPLB): their weights "
+            "take memory, the balanced load saves time",
+        ),
     )
     return tuple(text for hit, text in checks if hit)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from explorer.memory.serving import ServingLayout
 from explorer.serving.assumptions import ServingAssumptions
-from explorer.serving.estimate import ServingEstimate, estimate_serving
+from explorer.serving.estimate import ServingEstimate, estimate_serving, fitted
 from explorer.serving.frontier import DEFAULT_CONCURRENCIES, ParetoPoint, pareto_points
 from explorer.serving.latency import Bound, Roofline
-from explorer.serving.layouts import layout_problem, serving_layouts
+from explorer.serving.layouts import layout_problem, serving_layouts, with_redundant_experts
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 from explorer.units import GiB
 
@@ -38,13 +38,14 @@ def plan_serving(
         raise ValueError(f"{num_gpus} GPUs requested but the cluster has {cluster.world_size}")
     a = assumptions or ServingAssumptions()
     valid, rejected = [], []
-    for layout in serving_layouts(num_gpus):
+    for plain in serving_layouts(num_gpus):
+        layout = with_redundant_experts(model, plain, a)
         if reason := layout_problem(model, cluster, layout, a):
             rejected.append((layout, reason))
         else:
             valid.append(layout)
     estimates = [estimate_serving(model, cluster, lay, workload, a) for lay in valid]
-    estimates.sort(key=lambda e: (not e.fits, -e.tokens_per_s))
+    estimates.sort(key=lambda e: (not e.fits, -(e.tokens_per_s or 0.0)))
     sweep = (*concurrencies, workload.concurrency)
     pareto = pareto_points(model, cluster, valid, workload, sweep, a)
     return ServingPlan(tuple(estimates), tuple(rejected), tuple(pareto))
@@ -60,9 +61,9 @@ def serving_answers(plan: ServingPlan) -> tuple[str, ...]:
     if not fitting:
         first = plan.layouts[0].reason if plan.layouts else "no layout is valid"
         return (f"No layout fits at this concurrency: {first}.",)
-    small = min(fitting, key=lambda e: (e.layout.gpus_per_replica, e.itl_s))
-    fast = max(fitting, key=lambda e: e.tokens_per_s)
-    quick = min(fitting, key=lambda e: e.itl_s)
+    small = min(fitting, key=lambda e: (e.layout.gpus_per_replica, fitted(e.itl_s)))
+    fast = max(fitting, key=lambda e: fitted(e.tokens_per_s))
+    quick = min(fitting, key=lambda e: fitted(e.itl_s))
     m = small.memory
     counts = {kind: sum(e.prefill.bound == kind for e in fitting) for kind in _BOUNDS}
     decode = {kind: sum(e.decode.bound == kind for e in fitting) for kind in _BOUNDS}
@@ -74,8 +75,8 @@ def serving_answers(plan: ServingPlan) -> tuple[str, ...]:
         f"{m.kv_cache / GiB:.1f} GiB, workspace {m.activations / GiB:.1f} GiB per GPU; it holds "
         f"up to {small.max_concurrency} sequences.",
         f"At {fast.concurrency} sequences per replica, most output tokens/s: "
-        f"{fast.layout.label} ({fast.tokens_per_s:,.0f}); lowest inter-token latency: "
-        f"{quick.layout.label} ({quick.itl_s * 1e3:.1f} ms).",
+        f"{fast.layout.label} ({fitted(fast.tokens_per_s):,.0f}); lowest inter-token latency: "
+        f"{quick.layout.label} ({fitted(quick.itl_s) * 1e3:.1f} ms).",
         *_tp_trade(fitting),
         f"On {quick.layout.label} communication takes {comm} of a decode step and weights "
         f"and KV reads {reads}.",

@@ -39,12 +39,14 @@ from explorer.ui.charts.style import Figure
 if TYPE_CHECKING:
     from explorer.estimate import Estimate, StageTime
     from explorer.memory import TrainingMemory
+    from explorer.memory.serving import ServingLayout
     from explorer.mesh import SearchSpace
     from explorer.report import Report
     from explorer.scaling import ScalingSweep
     from explorer.schedules import Timeline
     from explorer.search import SearchResult
     from explorer.serving import ServingPlan
+    from explorer.serving.scheduler import LoadResult
     from explorer.trust import ErrorSummary
     from explorer.ui.charts.report import ReportFile
 
@@ -324,6 +326,22 @@ def serving_plan(
     serving = core("serving")
     assumptions = serving_assumptions(dict(overrides))
     return serving.plan_serving(model, cluster, cluster.world_size, workload, assumptions)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def serving_under_load(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: ServingWorkload,
+    overrides: Overrides,
+    layout: ServingLayout,
+    users: int,
+) -> LoadResult:
+    """explorer.serving.scheduler.serve_under_load: ``users`` closed-loop users on ``layout``."""
+    scheduler = core("serving.scheduler")
+    assumptions = serving_assumptions(dict(overrides))
+    load = scheduler.EngineLoad(users=users, num_requests=max(4 * users, 64))
+    return scheduler.serve_under_load(model, cluster, layout, workload, load, assumptions)
 
 
 def serving_answers(plan: ServingPlan) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from explorer.scenario import (
     world_size_error,
 )
 from explorer.specs import PRECISIONS, RECOMPUTES, SCHEDULES
-from explorer.ui import advanced, cached
+from explorer.ui import advanced, cached, calibration_upload
 from explorer.ui.format import billions, tokens
 from explorer.ui.pages import LANDING, SHOWN, landing_after
 from explorer.ui.state import (
@@ -220,6 +220,7 @@ def _cluster() -> None:
     left.number_input("GPUs per node", min_value=0, max_value=1 << 20, key=key("gpus_per_node"))
     right.number_input("Nodes", min_value=0, max_value=1 << 20, key=key("nodes"))
     advanced.render()
+    calibration_upload.render()
 
 
 def _on_workload() -> None:

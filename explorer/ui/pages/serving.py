@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.scenario import Scenario
+from explorer.serving.estimate import fitted
 from explorer.ui import cached, inputs
 from explorer.ui.format import seconds
 from explorer.ui.pages import chart, expected_error, header, run_page
@@ -15,6 +16,7 @@ from explorer.units import GiB
 
 if TYPE_CHECKING:
     from explorer.serving import ServingEstimate, ServingPlan
+    from explorer.ui.inputs import ServingCase
 
 MEMORY_LAYOUTS = 8  # layouts drawn in the memory chart (the best by tokens/s; the table: all)
 
@@ -31,8 +33,8 @@ def _row(e: ServingEstimate) -> dict[str, object]:
         "KV cache (GiB/GPU)": e.memory.kv_cache / GiB,
         "KV per token (KiB)": e.kv_bytes_per_token / 1024,
         "max sequences": e.max_concurrency,
-        "TTFT (ms)": e.ttft_s * 1e3,
-        "ITL (ms)": e.itl_s * 1e3,
+        "TTFT (ms)": None if e.ttft_s is None else e.ttft_s * 1e3,
+        "ITL (ms)": None if e.itl_s is None else e.itl_s * 1e3,
         "output tokens/s": e.tokens_per_s,
         "tokens/s per GPU": e.tokens_per_s_per_gpu,
         "decode bound": e.decode.bound,
@@ -68,6 +70,39 @@ def _table(plan: ServingPlan) -> None:
             )
 
 
+def _under_load(case: ServingCase, scenario: Scenario, best: ServingEstimate) -> None:
+    """The best layout's engine simulated under a number of closed-loop users."""
+    st.markdown("#### Engine under load")
+    users = st.number_input(
+        "Concurrent users (closed loop; 0: not simulated)",
+        min_value=0,
+        max_value=4096,
+        value=0,
+        step=8,
+        key="serving_load_users",
+        help="Each user sends its next request when the last finishes; in-flight batching of "
+        "up to 256 sequences and 8192 tokens a step (vLLM's defaults), chunked prefill, paged "
+        "KV admission and preemption (explorer.serving.scheduler).",
+    )
+    if not users:
+        return
+    r = cached.serving_under_load(
+        case.model, case.cluster, case.workload, scenario.assumptions, best.layout, int(users)
+    )
+    rows = [
+        {"latency": name, "p50 (ms)": p.p50_s * 1e3, "p90 (ms)": p.p90_s * 1e3,
+         "p99 (ms)": p.p99_s * 1e3}
+        for name, p in (("time to first token", r.ttft), ("time per output token", r.tpot),
+                        ("end to end", r.e2e))
+    ]  # fmt: skip
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(
+        f"{best.layout.label}: {r.finished:,} requests, {r.tokens_per_s:,.0f} output tokens/s "
+        f"({r.tokens_per_s / best.layout.world_size:,.1f} per GPU), {r.preemptions} preemptions."
+        + (f" {r.note.capitalize()}." if r.note else "")
+    )
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.serving_case(scenario)
     load = scenario.serving
@@ -86,9 +121,9 @@ def render(scenario: Scenario) -> None:
     cols[0].metric("Layouts that fit", f"{len(fitting)} of {len(plan.layouts)}")
     if fitting:
         best = fitting[0]
-        cols[1].metric("Most tokens/s", f"{best.tokens_per_s:,.0f}", help=best.layout.label)
-        cols[2].metric("Its ITL", seconds(best.itl_s))
-        cols[3].metric("Its TTFT", seconds(best.ttft_s))
+        cols[1].metric("Most tokens/s", f"{fitted(best.tokens_per_s):,.0f}", help=best.layout.label)
+        cols[2].metric("Its ITL", seconds(fitted(best.itl_s)))
+        cols[3].metric("Its TTFT", seconds(fitted(best.ttft_s)))
     expected_error("serving")
     for answer in cached.serving_answers(plan):
         st.markdown(f"- {answer}")
@@ -101,6 +136,8 @@ def render(scenario: Scenario) -> None:
         chart(frontier, "serving_frontier")
     st.markdown("#### Every layout (best first)")
     _table(plan)
+    if fitting:
+        _under_load(case, scenario, fitting[0])
     st.caption(f"Left out of the serving model: {cached.serving_leaves_out()}.")
 
 

@@ -1,0 +1,226 @@
+"""The published-runs table (validation/published_runs.toml), its runner and its summary.
+
+Today's error figures are not asserted: they change as the step-time model improves. What is
+asserted: the file is complete and consistent, every run is estimated with finite numbers, the
+published figures convert as their formulas say, and the summary is computed from the rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from explorer.estimate import estimate
+from explorer.presets import gpu_ids, model_ids
+from explorer.published_runs import (
+    RUNS_PATH,
+    PublishedRun,
+    PublishedTable,
+    load_published_runs,
+    published_table,
+    published_tokens_per_s_per_gpu,
+    scenario,
+    summary,
+)
+from explorer.trust import expected_error, percent_text
+from validation import published as runner
+
+RUNS = load_published_runs().run
+FLOP_CONVENTION_TOLERANCE = 0.03
+"""Megatron-Bridge prints tokens/s and model TFLOP/s side by side; their ratio is its FLOPs per
+token, which should match ours (same convention: Megatron-LM num_floating_point_operations)."""
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return published_table()
+
+
+def _raw_run(run_id: str) -> dict:
+    document = tomllib.loads(RUNS_PATH.read_text())
+    return next(r for r in document["run"] if r["id"] == run_id)
+
+
+def _table_with(run: dict) -> dict:
+    document = tomllib.loads(RUNS_PATH.read_text())
+    return {"sources": document["sources"], "run": [run]}
+
+
+def test_the_table_holds_at_least_25_runs_across_ampere_hopper_and_blackwell():
+    assert len(RUNS) >= 25
+    assert {r.generation for r in RUNS} >= {"Ampere", "Hopper", "Blackwell"}
+
+
+def test_every_run_names_a_source_table_and_row_with_a_document_and_address():
+    sources = load_published_runs().sources
+    for run in RUNS:
+        source = sources[run.source]
+        assert source.document and source.url.startswith("http") and source.date
+        assert run.table and run.row
+
+
+def test_every_run_uses_a_preset_model_and_gpu():
+    for run in RUNS:
+        assert run.model in model_ids()
+        assert run.gpu in gpu_ids()
+
+
+def test_every_layout_occupies_exactly_the_published_gpus_and_divides_the_batch():
+    for run in RUNS:
+        layout = scenario(run).layout
+        assert layout.world_size == run.gpus == run.dp * run.tp * run.pp * run.cp
+        assert run.global_batch % (run.dp * run.micro_batch) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        pytest.param({"dp": 3}, "not gpus", id="world-size"),
+        pytest.param({"global_batch": 129}, "not a multiple", id="batch"),
+        pytest.param({"model": "llama-9b"}, "unknown model", id="model"),
+        pytest.param({"cluster": "dgx-b200"}, "does not hold", id="cluster-gpu"),
+        pytest.param({"source": "nowhere"}, "is not a [sources] table", id="source"),
+        pytest.param({"layers": 3}, "extra", id="unknown-key"),
+    ],
+)
+def test_an_inconsistent_run_is_rejected_with_a_sentence_naming_it(change, words):
+    run = {**_raw_run("mbridge-25.11-h100-llama3-70b-fp8cs"), **change}
+    with pytest.raises(ValidationError, match="(?i)" + words.replace("[", r"\[")):
+        PublishedTable.model_validate(_table_with(run))
+
+
+def test_a_run_published_in_tflops_needs_its_conversion_formula():
+    run = _raw_run("llama3-405b-8192gpu-tp8-pp16")
+    run.pop("formula")
+    with pytest.raises(ValidationError, match="formula"):
+        PublishedTable.model_validate(_table_with(run))
+
+
+def test_the_runner_estimates_every_run_with_finite_numbers(table):
+    assert list(table["id"]) == [r.id for r in RUNS]
+    columns = ["published_tokens_per_s_per_gpu", "estimated_tokens_per_s_per_gpu", "error"]
+    for column in [*columns, "estimated_peak_gib", "gpu_gib", "estimated_mfu"]:
+        assert table[column].map(math.isfinite).all(), column
+    recomputed = (table[columns[1]] - table[columns[0]]) / table[columns[0]]
+    assert recomputed.tolist() == pytest.approx(table["error"].tolist(), rel=1e-12)
+
+
+def test_measured_memory_is_compared_where_a_run_published_it(table):
+    measured = table[table["measured_memory_gib"].notna()]
+    assert len(measured) >= 5
+    expected = (measured["estimated_peak_gib"] - measured["measured_memory_gib"]) / measured[
+        "measured_memory_gib"
+    ]
+    assert measured["memory_error"].tolist() == pytest.approx(expected.tolist())
+
+
+def test_a_tflops_figure_converts_with_the_cores_model_flops_per_token():
+    run = next(r for r in RUNS if r.metric == "tflops_per_s_per_gpu")
+    s = scenario(run)
+    result = estimate(s.model, s.cluster, s.layout, s.workload, s.assumptions)
+    tokens = published_tokens_per_s_per_gpu(run, result)
+    assert tokens * result.model_flops_per_token == pytest.approx(run.published * 1e12)
+
+
+def test_megatron_bridge_flops_per_token_match_the_cores_convention(table):
+    rows = table[table["id"].str.startswith("mbridge")]
+    assert len(rows) >= 10
+    for r in rows.itertuples():
+        assert r.published_flops_per_token_ratio == pytest.approx(
+            1.0, abs=FLOP_CONVENTION_TOLERANCE
+        ), r.id
+
+
+def _with(run_id: str, **change) -> PublishedRun:
+    return PublishedRun.model_validate({**_raw_run(run_id), **change})
+
+
+def test_a_layout_the_core_expresses_carries_no_reason_and_nvfp4_one():
+    assert scenario(_with("mbridge-25.11-h100-llama3-70b-fp8cs")).inexact == ()
+    reasons = scenario(_with("mbridge-26.04.01-gb200-llama3-70b-nvfp4")).inexact
+    assert any("NVFP4" in r for r in reasons)
+
+
+def test_recompute_of_some_layers_takes_the_nearer_of_none_and_full():
+    few = scenario(_with("mbridge-25.11-h100-llama3-8b-fp8cs", recompute_num_layers=5))
+    most = scenario(_with("mbridge-25.11-h100-llama3-8b-fp8cs", recompute_num_layers=30))
+    assert (few.layout.recompute, most.layout.recompute) == ("none", "full")
+    assert "5 layers" in few.inexact[0]
+
+
+def test_torchtitan_runs_use_pytorch_memory_and_their_published_gpu():
+    s = scenario(_with("torchtitan-2412-h100-llama31-8b-fsdp8"))
+    assert s.assumptions.memory.framework == "pytorch"
+    assert s.cluster.gpu.memory_bytes == 96e9
+    assert s.layout.zero == 3
+
+
+def test_forced_balance_and_deepep_describe_the_run_not_a_fit():
+    s = scenario(_with("mbridge-25.09-h100-deepseek-v3"))
+    assert s.assumptions.memory.moe_imbalance == 1.0
+    assert s.assumptions.comm.ep_domain_dedup
+    unbalanced = scenario(_with("mbridge-25.09-h100-deepseek-v3", balanced_routing=False))
+    assert unbalanced.assumptions.memory.moe_imbalance > 1.0
+
+
+HAND_MADE = pd.DataFrame(
+    {
+        "id": ["c", "a", "b"],
+        "generation": ["Blackwell", "Hopper", "Hopper"],
+        "error": [0.3, 0.1, -0.2],
+        "fits": [True, True, False],
+        "exact": [False, True, True],
+    }
+)
+
+
+def test_summary_statistics_come_from_the_rows():
+    s = summary(HAND_MADE).set_index("group")
+    assert list(s.index) == ["Hopper", "Blackwell", "all"]  # generations oldest first
+    assert s.loc["Hopper", "mean_abs_error"] == pytest.approx(0.15)
+    assert (s.loc["Hopper", "worst_error"], s.loc["Hopper", "worst_id"]) == (-0.2, "b")
+    assert s.loc["all", "mean_abs_error"] == pytest.approx(0.2)
+    assert s.loc["all", "median_abs_error"] == pytest.approx(0.2)
+    assert s.loc["all", "worst_id"] == "c"
+    assert s.loc["all", ["too_high", "not_fitting", "runs", "exact_layouts"]].tolist() == [
+        2,
+        1,
+        3,
+        2,
+    ]
+
+
+def test_the_command_line_filters_by_generation_and_prints_json(capsys):
+    assert runner.main(["--gpu", "Ampere", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["runs"] and {r["generation"] for r in result["runs"]} == {"Ampere"}
+    assert [s["group"] for s in result["summary"]] == ["Ampere", "all"]
+    assert result["summary"][-1]["runs"] == len(result["runs"])
+
+
+def test_the_printed_report_has_one_line_per_run_and_the_summary(capsys):
+    assert runner.main(["--gpu", "gb200", "--brief"]) == 0
+    out = capsys.readouterr().out
+    ids = [r.id for r in RUNS if r.gpu == "gb200"]
+    assert all(sum(line.startswith(i + " ") for line in out.splitlines()) == 1 for i in ids)
+    assert "Summary" in out and "Blackwell" in out
+
+
+def test_an_unknown_gpu_filter_is_one_sentence_and_exit_2(capsys):
+    assert runner.main(["--gpu", "tpu-v5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("--gpu must be one of") and "\n" not in err
+
+
+def test_the_step_time_sentence_states_the_mean_error_per_generation(table):
+    statement = expected_error("step_time")
+    assert f"against {len(table)} published runs" in statement
+    for generation, rows in table.groupby("generation"):
+        mean = percent_text(rows["error"].abs().mean())
+        assert f"{mean} ({len(rows)}) on {generation}" in statement, statement
+    assert f"{int((table['error'] > 0).sum())} too high" in statement
