@@ -107,9 +107,9 @@ def test_peaks_follow_the_gemm_format() -> None:
     assert peak_flops_per_s(replace(H100, fp8_flops_per_s=None), "fp8") == 989e12
 
 
-def test_assumptions_reject_an_efficiency_above_one() -> None:
+def test_assumptions_reject_an_efficiency_above_one_and_a_scale_of_zero() -> None:
     with pytest.raises(ValueError, match="gemm_efficiency_scale"):
-        ComputeAssumptions(gemm_efficiency_scale=1.5)
+        ComputeAssumptions(gemm_efficiency_scale=0.0)
     with pytest.raises(ValueError, match="max_efficiency"):
         ComputeAssumptions(max_efficiency=1.5)
 

@@ -16,8 +16,10 @@ class ComputeAssumptions:
     of the kernel model (explorer.compute.gemm); 1 leaves the published kernel figures alone.
     Set it below them to cap what a slower stack reaches."""
     gemm_efficiency_scale: float = 1.0
-    """Multiplies every GEMM's modelled efficiency (1 = the published figures); a measured
-    table is better given as calibration points (``GpuSpec.kernels.gemms``)."""
+    """Multiplies every GEMM's modelled efficiency (1 = the published figures; above 1 for a
+    stack faster than them, the result still at most ``max_efficiency``). ``probe`` files set
+    it from the user's measured GEMMs (explorer.probe.derive); measured points can also anchor
+    the model directly (``explorer.compute.with_measured_gemms``)."""
     attention_efficiency: float | None = None
     """Achieved share of peak in the attention core, forward and backward; None means the
     GPU's published kernel figures by sequence length and causal mask (FA3 on H100-class,
@@ -55,7 +57,11 @@ class ComputeAssumptions:
     arXiv:2412.19437, sec. 3.3: FP8 for the Fprop/Dgrad/Wgrad GEMMs of linear layers)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_efficiency", "hbm_efficiency", "gemm_efficiency_scale"):
+        if not self.gemm_efficiency_scale > 0:
+            raise ValueError(
+                f"gemm_efficiency_scale must be positive, got {self.gemm_efficiency_scale!r}"
+            )
+        for name in ("max_efficiency", "hbm_efficiency"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
