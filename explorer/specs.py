@@ -292,10 +292,20 @@ class KernelFigures:
     fp8_recipe: Fp8Recipe = "delayed"
     """The FP8 scaling recipe frameworks use by default on this GPU."""
     source: str = ""
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _positive(self, "num_sms", "tile_m", "tile_n")
         _non_negative(self, "k_overhead", "fp8_k_overhead")
+
+        # hashed once: a GpuSpec sits in many cache keys (equality still compares every field)
+        curve = self.attention.name if self.attention else None
+        measured = tuple((p.m, p.n, p.k, p.dtype, p.efficiency) for p in self.gemms)
+        key = (self.num_sms, self.tile_m, self.tile_n, self.fp8_recipe, curve, measured)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
