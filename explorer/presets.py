@@ -20,12 +20,15 @@ from typing import Any, Final, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from explorer.hf_config import load_config_file
-from explorer.specs import ClusterSpec, GpuSpec, ModelSpec
+from explorer.specs import AttentionCurve, ClusterSpec, GemmPoint, GpuSpec, KernelFigures, ModelSpec
 
 PRESETS_DIR: Final = Path(__file__).resolve().parent.parent / "presets"
 """The repository's ``presets/`` folder."""
 
 T = TypeVar("T")
+
+_TEXT_CHOICES: Final = ("GemmDType", "Fp8Recipe")
+"""Spec field types (Literal aliases of explorer.specs) whose values are strings."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +109,7 @@ def _validated(cls: type[T], data: dict[str, Any], where: str) -> T:
     if unknown:
         raise ValueError(f"{where} has unknown key(s) {', '.join(unknown)}")
     for key, value in data.items():
-        if isinstance(value, str) and fields[key].type not in ("str", str):
+        if isinstance(value, str) and fields[key].type not in ("str", str, *_TEXT_CHOICES):
             raise ValueError(f"{where}: {key} must not be a string, got {value!r}")
     try:
         return TypeAdapter(cls).validate_python(data)
@@ -174,11 +177,46 @@ def gpu_ids() -> tuple[str, ...]:
 
 @cache
 def load_gpu(gpu_id: str) -> GpuSpec:
-    """A GPU preset by id."""
+    """A GPU preset by id, with its kernel figures (``[kernels]``, attention by table name)."""
     if gpu_id not in gpu_ids():
         raise _unknown("GPU", gpu_id, gpu_ids())
+    where = f"gpus/{gpu_id}.toml"
     data = _read_toml(PRESETS_DIR / "gpus" / f"{gpu_id}.toml")
-    return _validated(GpuSpec, data, f"gpus/{gpu_id}.toml")
+    if "kernels" in data:
+        data["kernels"] = _kernel_figures(data["kernels"], f"{where} [kernels]")
+    return _validated(GpuSpec, data, where)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+@cache
+def attention_curves() -> MappingProxyType[str, AttentionCurve]:
+    """Attention kernel tables of ``presets/kernels/attention.toml`` by id."""
+    table = _read_toml(PRESETS_DIR / "kernels" / "attention.toml")
+    curves = {}
+    for curve_id, row in table.items():
+        where = f"kernels/attention.toml [{curve_id}]"
+        row = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+        curves[curve_id] = _validated(AttentionCurve, row, where)
+    return MappingProxyType(curves)
+
+
+def _kernel_figures(data: dict[str, Any], where: str) -> KernelFigures:
+    """A GPU preset's ``[kernels]`` table: measured GEMMs validated one by one (unknown keys
+    rejected), the attention table looked up by name."""
+    data = dict(data)
+    gemms = data.pop("gemms", [])
+    data["gemms"] = tuple(
+        _validated(GemmPoint, row, f"{where} gemms[{i}]") for i, row in enumerate(gemms)
+    )
+    name = data.pop("attention", None)
+    if name is not None:
+        curves = attention_curves()
+        if name not in curves:
+            raise _unknown("attention kernel", name, tuple(curves))
+        data["attention"] = curves[name]
+    return _validated(KernelFigures, data, where)
 
 
 # ---------------------------------------------------------------- clusters

@@ -34,6 +34,7 @@ OffloadModule = Literal[
 ]
 """Megatron-Core ``--offload-modules`` (fine-grained activation offloading): each offloads its
 input activation to host memory in the forward and reloads it before its backward."""
+Fp8Recipe = Literal["delayed", "current", "blockwise", "mxfp8"]
 
 MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 """Default placement of process groups on ranks, innermost (fastest-varying) first."""
@@ -306,6 +307,100 @@ class ModelSpec:
         return None
 
 
+GemmDType = Literal["bf16", "fp8", "tf32"]
+"""GEMM input formats with a tensor-core peak in GpuSpec."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmPoint:
+    """One measured GEMM: C (m x n) = A (m x k) B (k x n), its input format and the achieved
+    share of that format's dense peak (the GPU preset's, or a user's calibration)."""
+
+    m: int
+    n: int
+    k: int
+    dtype: GemmDType
+    efficiency: float
+    """Achieved FLOP/s over the format's dense tensor-core peak (0, 1]."""
+    source: str = ""
+    """Where the measurement comes from."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "m", "n", "k")
+        if not 0 < self.efficiency <= 1:
+            raise ValueError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionCurve:
+    """An attention kernel's achieved share of the dense BF16 peak by sequence length (head
+    dimension ``head_dim``), forward (without and with a causal mask) and backward."""
+
+    name: str
+    """Kernel and GPU the figures were measured with (``fa3-h100``)."""
+    seq_lens: tuple[int, ...]
+    """Sequence lengths of the measurements, increasing."""
+    forward: tuple[float, ...]
+    """Forward, no mask: achieved FLOP/s over the BF16 dense peak, one per length."""
+    forward_causal: tuple[float, ...]
+    """Forward with a causal mask (FLOPs counted halved), one per length."""
+    backward: tuple[float, ...]
+    """Backward, no mask, one per length."""
+    head_dim: int = 128
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.seq_lens)
+        if n == 0 or list(self.seq_lens) != sorted(set(self.seq_lens)):
+            raise ValueError(f"seq_lens must be increasing and not empty, got {self.seq_lens!r}")
+        for name in ("forward", "forward_causal", "backward"):
+            values = getattr(self, name)
+            if len(values) != n or not all(0 < v <= 1 for v in values):
+                raise ValueError(f"{name} needs {n} shares in (0, 1], got {values!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelFigures:
+    """Published kernel figures of one GPU: what ``explorer.compute`` turns into the achieved
+    FLOP/s of GEMMs and attention (None fields fall back to the compute model's defaults)."""
+
+    num_sms: int
+    """Streaming multiprocessors (compute units on AMD) that GEMM output tiles spread over."""
+    tile_m: int = 128
+    """Output tile rows of the large-GEMM kernels (cuBLAS / CUTLASS / DeepGEMM)."""
+    tile_n: int = 256
+    """Output tile columns."""
+    k_overhead: float = 128.0
+    """Time an output tile spends outside its main loop (prologue, epilogue), in k elements
+    (BF16 / TF32). An assumption: two 64-deep k-blocks (pipeline fill and write-back); the
+    measured large-GEMM shares reach 78-87% at k = 2,048-13,312 (ml-engineering MAMF table)."""
+    fp8_k_overhead: float = 600.0
+    """The same for FP8 GEMMs, which also promote partial sums to FP32 once per k-block.
+    Source: DeepGEMM README H800 dense table at M = 4096: K = 512 / 1,536 / 2,048 / 7,168 run at
+    0.43 / 0.73 / 0.75 / 0.96 of K = 16,384's rate, i.e. k / (k + 570-670)."""
+    gemms: tuple[GemmPoint, ...] = ()
+    """Measured GEMMs the model is anchored on (its losses at a point are divided out)."""
+    attention: AttentionCurve | None = None
+    """The attention kernel's figures; None means the GEMMs' efficiency."""
+    fp8_recipe: Fp8Recipe = "delayed"
+    """The FP8 scaling recipe frameworks use by default on this GPU."""
+    source: str = ""
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _positive(self, "num_sms", "tile_m", "tile_n")
+        _non_negative(self, "k_overhead", "fp8_k_overhead")
+
+        # hashed once: a GpuSpec sits in many cache keys (equality still compares every field)
+        curve = self.attention.name if self.attention else None
+        measured = tuple((p.m, p.n, p.k, p.dtype, p.efficiency) for p in self.gemms)
+        key = (self.num_sms, self.tile_m, self.tile_n, self.fp8_recipe, curve, measured)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
     """One accelerator: memory, dense peaks and links, from vendor data sheets."""
@@ -345,6 +440,8 @@ class GpuSpec:
     """A published on-demand list price, US dollars per GPU-hour; None when none is published."""
     price_source: str = ""
     """The price's page and the date it was read."""
+    kernels: KernelFigures | None = None
+    """Published kernel figures (SMs, measured GEMMs, attention); None: generic defaults."""
 
     def __post_init__(self) -> None:
         _positive(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from explorer.compute import (
     ComputeAssumptions,
     ComputeContext,
-    kernel_efficiency,
+    gemm_efficiency,
     optimizer_bytes_per_param,
     optimizer_step_s,
     pass_times,
@@ -24,6 +24,7 @@ from explorer.counting import param_counts
 from explorer.flops import forward_flops_per_token
 from explorer.partition import pipeline_plan
 from explorer.precision import precision_policy
+from explorer.presets import load_gpu
 from explorer.specs import Layout, ModelSpec, TrainingWorkload
 
 REL = 1e-9
@@ -46,8 +47,9 @@ MOE = replace(
     first_k_dense_replace=1,
 )
 WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=64)
-FLAT = ComputeAssumptions(half_efficiency_size=0.0)
-"""Efficiency independent of GEMM size: FLOPs alone set the time."""
+FLAT = ComputeAssumptions(max_efficiency=0.5, attention_efficiency=0.5)
+"""Every GEMM and attention kernel held at 0.5 of peak (below what any shape here reaches):
+FLOPs alone set the time."""
 
 
 def _context(layout: Layout, model: ModelSpec = DENSE, **kw: Any) -> ComputeContext:
@@ -88,17 +90,15 @@ def test_routed_experts_are_apart_from_dense_work() -> None:
 # --- kernel efficiency and peaks ------------------------------------------------------------
 
 
-def test_kernel_efficiency_is_half_the_ceiling_at_the_half_size() -> None:
-    a = ComputeAssumptions()
-    assert kernel_efficiency(a.half_efficiency_size, a) == pytest.approx(a.max_efficiency / 2)
-
-
-@given(small=st.floats(1, 1e9), factor=st.floats(1, 1e3))
-def test_kernel_efficiency_rises_with_gemm_size_towards_the_ceiling(
-    small: float, factor: float
-) -> None:
-    a = ComputeAssumptions()
-    assert kernel_efficiency(small, a) <= kernel_efficiency(small * factor, a) <= a.max_efficiency
+@given(
+    m=st.integers(1, 2**17),
+    n=st.integers(1, 2**17),
+    k=st.integers(1, 2**17),
+    dtype=st.sampled_from(["bf16", "fp8", "tf32"]),
+)
+def test_gemm_efficiency_is_a_share_of_peak_for_any_shape(m: int, n: int, k: int, dtype) -> None:
+    for gpu in (H100, load_gpu("h100-sxm"), load_gpu("mi300x")):
+        assert 0 < gemm_efficiency(m, n, k, dtype, gpu, 3e12) <= 1
 
 
 def test_peaks_follow_the_gemm_format() -> None:
@@ -107,7 +107,9 @@ def test_peaks_follow_the_gemm_format() -> None:
     assert peak_flops_per_s(replace(H100, fp8_flops_per_s=None), "fp8") == 989e12
 
 
-def test_assumptions_reject_an_efficiency_above_one() -> None:
+def test_assumptions_reject_an_efficiency_above_one_and_a_scale_of_zero() -> None:
+    with pytest.raises(ValueError, match="gemm_efficiency_scale"):
+        ComputeAssumptions(gemm_efficiency_scale=0.0)
     with pytest.raises(ValueError, match="max_efficiency"):
         ComputeAssumptions(max_efficiency=1.5)
 
@@ -115,10 +117,16 @@ def test_assumptions_reject_an_efficiency_above_one() -> None:
 # --- pass times -----------------------------------------------------------------------------
 
 
-def test_backward_is_twice_the_forward_without_recompute() -> None:
-    times = pass_times(_whole(DENSE), _context(Layout()))
-    assert times.backward_input_s + times.weight_s == pytest.approx(2 * times.forward_s, rel=REL)
-    assert times.recompute_s == 0.0
+def test_backward_is_twice_the_forward_gemms_and_two_and_a_half_the_attention() -> None:
+    # FLAT: every kernel at the same share, so only FLOPs and bytes count. GEMMs: input and
+    # weight gradients 1 x the forward each; FlashAttention backward 2.5 x the forward FLOPs;
+    # memory-bound bytes 2 x, in the input gradient.
+    work = _whole(DENSE)
+    t = pass_times(work, _context(Layout(), assumptions=FLAT))
+    attention = t.attention_forward_s
+    memory = t.forward_s - t.weight_s - attention
+    assert t.backward_input_s == pytest.approx(t.weight_s + 2.5 * attention + 2 * memory, rel=REL)
+    assert t.recompute_s == 0.0
 
 
 def test_full_recompute_repeats_the_blocks_forward_and_selective_the_attention() -> None:
@@ -132,7 +140,7 @@ def test_full_recompute_repeats_the_blocks_forward_and_selective_the_attention()
 def test_forward_time_is_flops_over_peak_times_efficiency() -> None:
     work = _whole(DENSE, first=False, last=False)
     ctx = _context(Layout(), assumptions=FLAT)
-    gemm = work.block_flops * 4096 / (989e12 * FLAT.max_efficiency)
+    gemm = work.block_flops * 4096 / (989e12 * 0.5)
     # memory-bound: 10 h (norms, residuals) + 3 f (SwiGLU) per layer, 2 bytes, 4096 tokens
     elements = 16 * (10 * 4096 + 3 * 14336) * 4096
     memory = elements * 2 / (3.35e12 * FLAT.hbm_efficiency)
@@ -178,10 +186,11 @@ def test_expert_imbalance_slows_the_busiest_gpu() -> None:
 def test_dualpipe_with_ep_computes_on_the_sms_its_all_to_alls_leave() -> None:
     # DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs run dispatch and combine; GEMMs and attention get
     # the other 112, so they take 132 / 112 as long; memory-bound kernels are unchanged.
+    # FLAT: forward GEMMs take as long as the weight-gradient ones (same FLOPs, same share)
     work, share = _whole(MOE), 20 / 132
-    sms = ComputeAssumptions(comm_sm_share=share)
+    sms = replace(FLAT, comm_sm_share=share)
     layout = Layout(ep=8, dp=8, pp=2, schedule="dualpipe")
-    free = pass_times(work, _context(layout, MOE))
+    free = pass_times(work, _context(layout, MOE, assumptions=FLAT))
     held = pass_times(work, _context(layout, MOE, assumptions=sms))
     assert held.weight_s == pytest.approx(free.weight_s * 132 / 112, rel=REL)  # GEMMs only
     assert held.attention_forward_s == pytest.approx(free.attention_forward_s * 132 / 112)
@@ -191,7 +200,7 @@ def test_dualpipe_with_ep_computes_on_the_sms_its_all_to_alls_leave() -> None:
     )
     for plain in (Layout(ep=8, dp=8, pp=2), Layout(dp=8, pp=2, schedule="dualpipe")):
         unchanged = pass_times(work, _context(plain, MOE, assumptions=sms))
-        assert unchanged == pass_times(work, _context(plain, MOE))
+        assert unchanged == pass_times(work, _context(plain, MOE, assumptions=FLAT))
 
 
 def test_assumptions_reject_a_comm_sm_share_of_one() -> None:

@@ -4,29 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer.specs import Fp8Recipe
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ComputeAssumptions:
     """Kernel efficiencies and FLOP conventions behind compute times."""
 
-    max_efficiency: float = 0.75
-    """Ceiling on the achieved share of dense tensor-core peak for large GEMMs (attention core
-    included). An assumption: cuBLAS reaches 75-90% of dense peak on large bf16 GEMMs (NVIDIA
-    Deep Learning Performance guide, "Matrix Multiplication Background"); a training step's
-    GEMMs include awkward shapes and stream interference, so 0.75."""
-    half_efficiency_size: float = 2.0**18
-    """Per-GPU GEMM size x (tokens x hidden / tp, elements) at which GEMM efficiency is half
-    the ceiling. An assumption: x = 2^18 is 256 tokens x 1024 columns, about where a GEMM's
-    output tiles (128 x 128 or 128 x 256) stop filling the 108-132 SMs of an A100 / H100 (wave
-    quantisation, NVIDIA DL Performance guide)."""
+    max_efficiency: float = 1.0
+    """Ceiling on the achieved share of dense peak of every GEMM and attention kernel, on top
+    of the kernel model (explorer.compute.gemm); 1 leaves the published kernel figures alone.
+    Set it below them to cap what a slower stack reaches."""
+    gemm_efficiency_scale: float = 1.0
+    """Multiplies every GEMM's modelled efficiency (1 = the published figures; above 1 for a
+    stack faster than them, the result still at most ``max_efficiency``). ``probe`` files set
+    it from the user's measured GEMMs (explorer.probe.derive); measured points can also anchor
+    the model directly (``explorer.compute.with_measured_gemms``)."""
     attention_efficiency: float | None = None
-    """Achieved share of peak in the attention core (FlashAttention); None means the dense
-    GEMM efficiency. FlashAttention-2 reaches ~70% of A100 peak in the forward pass (Dao 2023,
-    arXiv:2307.08691, sec. 4.1) but ~35-40% of H100's; FlashAttention-3 ~75% of H100's (Shah
-    et al. 2024, arXiv:2407.08608, sec. 4.1): set it for the kernel you run."""
+    """Achieved share of peak in the attention core, forward and backward; None means the
+    GPU's published kernel figures by sequence length and causal mask (FA3 on H100-class,
+    FA2 on A100; presets/kernels/attention.toml), or the GEMMs' efficiency where the GPU has
+    none. FlashAttention-2 reaches ~35-40% of H100's peak (Dao 2023, arXiv:2307.08691);
+    FlashAttention-3 ~65% at head dim 128 (Shah et al. 2024, arXiv:2407.08608, Fig. 5)."""
     hbm_efficiency: float = 0.8
-    """Achieved share of HBM bandwidth in memory-bound kernels (norms, activations, softmax,
-    the optimizer step). An assumption: STREAM-like kernels reach 80-90% of HBM peak."""
+    """Achieved share of HBM bandwidth in memory-bound kernels (norms, activations, RoPE,
+    casts, MoE permutation, the optimizer step) and in the GEMM roofline. Source: DeepGEMM
+    README, H800 memory-bound GEMM rows (M = 64-128): 2,604-2,668 GB/s of 3,350 (78-80%)."""
     causal_attention_flops: bool = True
     """Causal attention executes (and MFU counts) half the s x s scores, as FlashAttention
     skips masked blocks (Dao 2023, arXiv:2307.08691, sec. 3.1) and Megatron-LM counts. False:
@@ -38,12 +41,26 @@ class ComputeAssumptions:
     on the rest and take 1 / (1 - share) as long (memory-bound kernels are left as they are:
     HBM, not SMs, limits them). 0 models no reservation. DeepSeek-V3 on H800: 20 of 132 SMs
     (0.152). Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2."""
+    fp8_recipe: Fp8Recipe | None = None
+    """FP8 scaling recipe, which sets the cast and scaling traffic of every FP8 GEMM input
+    (explorer.compute.casts); None means the GPU preset's default (per-tensor delayed on
+    H100/H200, blockwise on H800 as DeepSeek-V3, MXFP8 on Blackwell)."""
+    kernel_gap_s: float = 0.0
+    """Idle time between two dependent kernels on the GPU, seconds per kernel launched (the
+    framework's launch overhead where the CPU does not run ahead; 0 with CUDA graphs).
+    Megatron-Core, torchtitan with torch.compile and DeepSpeed run ahead of the GPU for
+    large micro-batches, so 0 by default; set 2e-6 to 5e-6 for eager small kernels (CUDA
+    launch latency: NVIDIA CUDA C++ Best Practices Guide, "Asynchronous execution")."""
     fp8_attention: bool = False
     """Under an fp8 policy the attention core also runs in FP8. False: FP8 for the linear
     layers only, attention in BF16 (Transformer Engine's default; DeepSeek-V3 report,
     arXiv:2412.19437, sec. 3.3: FP8 for the Fprop/Dgrad/Wgrad GEMMs of linear layers)."""
 
     def __post_init__(self) -> None:
+        if not self.gemm_efficiency_scale > 0:
+            raise ValueError(
+                f"gemm_efficiency_scale must be positive, got {self.gemm_efficiency_scale!r}"
+            )
         for name in ("max_efficiency", "hbm_efficiency"):
             value = getattr(self, name)
             if not 0 < value <= 1:
@@ -53,10 +70,8 @@ class ComputeAssumptions:
         attention = self.attention_efficiency
         if attention is not None and not 0 < attention <= 1:
             raise ValueError(f"attention_efficiency must be in (0, 1], got {attention!r}")
-        if self.half_efficiency_size < 0:
-            raise ValueError(
-                f"half_efficiency_size must be zero or more, got {self.half_efficiency_size}"
-            )
+        if self.kernel_gap_s < 0:
+            raise ValueError(f"kernel_gap_s must be zero or more, got {self.kernel_gap_s!r}")
 
 
 DEFAULT_COMPUTE_ASSUMPTIONS = ComputeAssumptions()

@@ -1,58 +1,155 @@
-"""GEMM efficiency and tensor-core peaks: the achievable FLOP rate of one GPU.
+"""The GEMMs of one transformer block on one GPU, and their seconds per micro-batch by pass.
 
-Kernel efficiency is a named model: a ceiling times a saturating function of the per-GPU GEMM
-size, x / (x + x_half), with x = tokens in the GEMM x hidden / tp. Large GEMMs approach the
-ceiling; small ones (short micro-batches, wide TP, fine-grained experts) lose to tile and
-wave quantisation and launch overhead. Source for the shape: NVIDIA Deep Learning Performance
-guide, "Matrix Multiplication Background"; ceiling and x_half are assumptions
-(explorer.compute.assumptions), checked against published runs in tests/test_calibration.py.
+Shapes per GPU (Megatron-Core's layout, sequence parallelism gathering the TP group's tokens
+before the column-parallel GEMMs): T = b s / cp tokens. Attention: the input projections
+(Q, K, V, or MLA's low-rank ones, as one GEMM of their total width) T x width/tp x h and the
+output projection T x h x (heads x v_dim)/tp. Dense MLP: T x (2 or 1) f/tp x h and
+T x h x f/tp. MoE: the router on the GPU's T/tp tokens (T/tp x E x h, BF16), shared experts as
+a dense MLP, and the routed experts as grouped GEMMs over the E/ep local experts, each with
+m = T/tp x top-k x ep etp / E tokens (Megatron-Core's all-to-all dispatcher, even routing).
+Backward: the input gradient runs T x k x n, the weight gradient n x k x T (k = T, per expert
+for grouped GEMMs). Efficiency: explorer.compute.gemm. Layers that stay in BF16 under an FP8
+policy: the router and the LM head (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.3.1;
+Transformer Engine runs only its own linear layers in FP8).
 """
 
 from __future__ import annotations
 
-from explorer.compute.assumptions import ComputeAssumptions
-from explorer.specs import GpuSpec, Layout, ModelSpec
+from dataclasses import dataclass
+from functools import lru_cache
+
+from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
+from explorer.flops import attention_projection_weights
+from explorer.specs import GemmDType, GpuSpec, Layout, ModelSpec
 
 
-def kernel_efficiency(gemm_size: float, assumptions: ComputeAssumptions) -> float:
-    """Achieved share of peak for a per-GPU GEMM of ``gemm_size`` elements (tokens x width).
+@dataclass(frozen=True, slots=True)
+class Gemm:
+    """One GEMM of a block per GPU and micro-batch: ``groups`` x (m x n x k)."""
 
-    Source: the saturating model of this module's docstring: e_max x / (x + x_half).
-    """
-    if gemm_size <= 0:
-        return assumptions.max_efficiency
-    half = assumptions.half_efficiency_size
-    return assumptions.max_efficiency / (1 + half / gemm_size)  # monotone in floating point
+    m: float
+    n: float
+    k: float
+    groups: int = 1
+    bf16: bool = False
+    """Stays in BF16 under an FP8 policy."""
+    expert: bool = False
+    """A routed expert's (grouped) GEMM."""
+    input_copies: int = 1
+    """Copies of each input row (top-k for the dispatched tokens): its FP8 cast runs once,
+    before the dispatch (DeepSeek-V3 report sec. 3.3: FP8 dispatch)."""
 
-
-def peak_flops_per_s(gpu: GpuSpec, compute: str) -> float:
-    """Dense tensor-core peak of ``gpu`` for a GEMM format (tf32, bf16, fp8), FLOP/s.
-
-    Source: vendor data sheets via GpuSpec; TF32 defaults to half of BF16 and FP8 without
-    tensor cores falls back to BF16.
-    """
-    if compute == "fp8" and gpu.fp8_flops_per_s:
-        return gpu.fp8_flops_per_s
-    if compute == "tf32":
-        return gpu.tf32_flops_per_s or gpu.bf16_flops_per_s / 2
-    return gpu.bf16_flops_per_s
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * self.groups
 
 
-def dense_gemm_size(layout: Layout, model: ModelSpec, seq_len: int) -> float:
-    """Per-GPU size of the dense GEMMs: tokens per micro-batch (per CP rank) x hidden / tp."""
+@dataclass(frozen=True, slots=True)
+class GemmTimes:
+    """Seconds of a set of GEMMs per micro-batch: forward, input gradient, weight gradient;
+    their forward FLOPs; and the elements FP8 casts read per pass (inputs, output grads)."""
+
+    forward_s: float = 0.0
+    dgrad_s: float = 0.0
+    wgrad_s: float = 0.0
+    flops: float = 0.0
+    cast_forward: float = 0.0
+    cast_backward: float = 0.0
+    launches: float = 0.0
+
+    def __add__(self, other: GemmTimes) -> GemmTimes:
+        return GemmTimes(
+            self.forward_s + other.forward_s,
+            self.dgrad_s + other.dgrad_s,
+            self.wgrad_s + other.wgrad_s,
+            self.flops + other.flops,
+            self.cast_forward + other.cast_forward,
+            self.cast_backward + other.cast_backward,
+            self.launches + other.launches,
+        )
+
+
+def attention_gemms(model: ModelSpec, tokens: float, tp: int) -> list[Gemm]:
+    """Input and output projections of one block's attention (ledger: module docstring)."""
+    h = model.hidden_size
+    out_width = model.num_attention_heads * (model.v_head_dim if model.is_mla else model.head_size)
+    in_width = attention_projection_weights(model) / h - out_width
+    return [Gemm(tokens, in_width / tp, h), Gemm(tokens, h, out_width / tp)]
+
+
+def mlp_gemms(model: ModelSpec, tokens: float, width: float, tp: int) -> list[Gemm]:
+    """Up (gate and up, fused, for SwiGLU) and down projections of an MLP of ``width``."""
+    up = (2 if model.ffn_kind == "swiglu" else 1) * width
+    h = model.hidden_size
+    return [Gemm(tokens, up / tp, h), Gemm(tokens, h, width / tp)]
+
+
+def expert_gemms(model: ModelSpec, layout: Layout, tokens: float) -> list[Gemm]:
+    """The router and the routed experts' grouped GEMMs of one MoE block (``tokens``: T)."""
+    local = tokens / layout.tp  # each TP rank routes its sequence-parallel share
+    experts, k = model.n_routed_experts, model.num_experts_per_tok
+    per_expert = local * k * layout.ep * layout.etp / experts
+    groups = max(1, experts // layout.ep)
+    width, h = model.moe_intermediate_size / layout.etp, model.hidden_size
+    up = (2 if model.ffn_kind == "swiglu" else 1) * width
+    return [
+        Gemm(local, experts, h, bf16=True),
+        Gemm(per_expert, up, h, groups, expert=True, input_copies=k),
+        Gemm(per_expert, h, width, groups, expert=True),
+    ]
+
+
+def block_gemms(model: ModelSpec, layout: Layout, seq_len: int, moe: bool) -> list[Gemm]:
+    """Every GEMM of one dense or MoE block per GPU and micro-batch."""
     tokens = layout.micro_batch_size * seq_len / layout.cp
-    return tokens * model.hidden_size / layout.tp
+    found = attention_gemms(model, tokens, layout.tp)
+    if not moe:
+        return found + mlp_gemms(model, tokens, model.intermediate_size, layout.tp)
+    if model.shared_ffn_size:
+        found += mlp_gemms(model, tokens, model.shared_ffn_size, layout.tp)
+    return found + expert_gemms(model, layout, tokens)
 
 
-def expert_gemm_size(layout: Layout, model: ModelSpec, seq_len: int) -> float:
-    """Per-GPU size of one routed expert's GEMM: tokens per expert x hidden / etp.
+def _one(
+    g: Gemm, fmt: GemmDType, gpu: GpuSpec, bandwidth: float, scale: float, cap: float
+) -> GemmTimes:
+    """Forward, input-gradient and weight-gradient seconds of one (grouped) GEMM."""
+    peak = peak_flops_per_s(gpu, fmt)
 
-    Tokens per expert: each of ep x etp ranks sends b s / (cp tp) tokens x top-k, spread
-    over the n_routed_experts (Megatron-Core's all-to-all token dispatcher).
-    """
-    if not model.is_moe:
-        return 0.0
-    local = layout.micro_batch_size * seq_len / (layout.cp * layout.tp)
-    per_expert = local * model.num_experts_per_tok * layout.ep * layout.etp
-    per_expert /= model.n_routed_experts
-    return per_expert * model.hidden_size / layout.etp
+    def seconds(m: float, n: float, k: float, groups: int) -> float:
+        # grouped: every group's tiles share the waves; m (tokens per expert) pads per group
+        eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bandwidth))
+        return 2.0 * m * n * k * groups / (peak * eff)
+
+    casts = 0.0 if fmt != "fp8" else 1.0
+    return GemmTimes(
+        forward_s=seconds(g.m, g.n, g.k, g.groups),
+        dgrad_s=seconds(g.m, g.k, g.n, g.groups),
+        wgrad_s=seconds(g.n, g.k, g.m, g.groups),
+        flops=g.flops,
+        cast_forward=casts * g.m * g.k * g.groups / g.input_copies,
+        cast_backward=casts * g.m * g.n * g.groups,
+        launches=3,
+    )
+
+
+@lru_cache(maxsize=16384)
+def gemm_times(
+    gemms: tuple[Gemm, ...],
+    fmt: GemmDType,
+    gpu: GpuSpec,
+    bandwidth: float,
+    scale: float = 1.0,
+    cap: float = 1.0,
+) -> tuple[GemmTimes, GemmTimes]:
+    """(dense GEMMs, routed-expert GEMMs) seconds of a block per micro-batch; BF16 layers run
+    in BF16 whatever ``fmt``. Efficiencies are multiplied by ``scale`` and held at most at
+    ``cap``. Source: module docstring."""
+    dense, expert = GemmTimes(), GemmTimes()
+    for g in gemms:
+        t = _one(g, "bf16" if g.bf16 and fmt == "fp8" else fmt, gpu, bandwidth, scale, cap)
+        if g.expert:
+            expert = expert + t
+        else:
+            dense = dense + t
+    return dense, expert

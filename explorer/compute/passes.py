@@ -1,10 +1,14 @@
 """Compute seconds of one micro-batch on one stage by pass, and of the optimizer step.
 
-Per GPU: GEMM FLOPs over b s / (tp cp) tokens at the tensor-core peak times the kernel
-efficiency (explorer.compute.kernels), plus memory-bound elements over HBM bandwidth
-(explorer.compute.elementwise). The routed experts' work spreads over the same tp x cp x dp
-ranks of a stage as the dense work (Megatron-Core folds EP into them), so it divides by tp x cp
-too; the busiest GPU's experts see ``moe_imbalance`` times the mean.
+Per GPU: each block's GEMMs at their own shapes and efficiencies (explorer.compute.kernels and
+.gemm: tile and wave quantisation, depth, the roofline, anchored on the GPU's measured GEMMs),
+the attention core at the GPU's published attention-kernel figures by sequence length, mask
+and pass (explorer.compute.attention), memory-bound elements and FP8 casts over achievable
+HBM bandwidth (explorer.compute.elementwise, .casts), and named kernel gaps. The routed
+experts' work spreads over the same tp x cp x dp ranks of a stage as the dense work
+(Megatron-Core folds EP into them); the busiest GPU's experts see ``moe_imbalance`` times the
+mean. Times are linear in the stage's work: a block of each kind costs the same wherever it
+sits, which the search's bounds rely on (explorer.search.shapes).
 """
 
 from __future__ import annotations
@@ -13,17 +17,27 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAssumptions
+from explorer.compute.attention import BACKWARD_FLOPS_RATIO, FP8_SHARE_RATIO, attention_share
+from explorer.compute.casts import cast_bytes
 from explorer.compute.elementwise import stage_traffic
-from explorer.compute.kernels import (
-    dense_gemm_size,
-    expert_gemm_size,
-    kernel_efficiency,
-    peak_flops_per_s,
-)
+from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
+from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
 from explorer.precision import precision_policy
-from explorer.specs import GpuSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
+from explorer.specs import (
+    AttentionCurve,
+    GemmDType,
+    GpuSpec,
+    Layout,
+    ModelSpec,
+    PrecisionPolicy,
+    TrainingWorkload,
+)
+
+MEMORY_BOUND_LAUNCHES = 7
+"""Memory-bound kernels of a block's forward besides its GEMMs: two norms, two residual adds,
+the activation, RoPE and the attention core (twice as many backward)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,53 +85,130 @@ class PassTimes:
         return self.backward_input_s + self.weight_s + self.recompute_s
 
 
-@dataclass(frozen=True, slots=True)
-class _Forward:
-    """Forward seconds of one micro-batch by kind of work."""
-
-    linear: float
-    head: float
-    expert: float
-    attention: float
-    memory_bound: float
-    attention_memory_bound: float
-    efficiency: float
-
-
-def _peaks(ctx: ComputeContext) -> tuple[float, float]:
-    """(linear GEMM peak, attention core peak), FLOP/s."""
-    compute = ctx.policy.compute
-    attention = "bf16" if compute == "fp8" and not ctx.assumptions.fp8_attention else compute
-    return peak_flops_per_s(ctx.gpu, compute), peak_flops_per_s(ctx.gpu, attention)
-
-
 def all_to_alls_overlap(layout: Layout) -> bool:
     """Whether EP all-to-alls run beside the compute (DualPipe with EP), holding some SMs
     (``ComputeAssumptions.comm_sm_share``). Source: DeepSeek-V3 report sec. 3.2.2."""
     return layout.schedule == "dualpipe" and layout.pp > 1 and layout.ep > 1
 
 
-def _forward(work: StageWork, ctx: ComputeContext) -> _Forward:
-    layout, seq = ctx.layout, ctx.workload.seq_len
-    linear_peak, attention_peak = _peaks(ctx)
-    dense = kernel_efficiency(dense_gemm_size(layout, ctx.model, seq), ctx.assumptions)
-    expert = kernel_efficiency(expert_gemm_size(layout, ctx.model, seq), ctx.assumptions)
-    attention_eff = ctx.assumptions.attention_efficiency or dense
-    tokens = layout.micro_batch_size * seq / (layout.tp * layout.cp)  # per GPU, TP-split
-    if all_to_alls_overlap(layout):  # SMs held by the all-to-alls (ComputeAssumptions)
-        linear_peak *= 1 - ctx.assumptions.comm_sm_share
-        attention_peak *= 1 - ctx.assumptions.comm_sm_share
-    traffic = stage_traffic(work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout)
-    bytes_per_s = ctx.gpu.hbm_bytes_per_s * ctx.assumptions.hbm_efficiency
-    per_element = ctx.policy.activation_bytes * tokens * layout.tp / bytes_per_s  # b s / cp
-    return _Forward(
-        linear=work.linear_flops * tokens / (linear_peak * dense),
-        head=work.head_flops * tokens / (linear_peak * dense),
-        expert=work.expert_flops * tokens * ctx.moe_imbalance / (linear_peak * expert),
-        attention=work.attention_core_flops * tokens / (attention_peak * attention_eff),
-        memory_bound=traffic.blocks * per_element,
-        attention_memory_bound=traffic.attention * per_element,
-        efficiency=dense,
+@dataclass(frozen=True, slots=True)
+class _Kinds:
+    """GEMM seconds per micro-batch of one dense and one MoE block: (dense GEMMs, routed
+    experts) each; and the LM head's BF16 efficiency."""
+
+    dense: GemmTimes
+    moe: GemmTimes
+    experts: GemmTimes
+    head_efficiency: float
+
+
+def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
+    """The block kinds' GEMM seconds for ``ctx`` (cached on what they read of it)."""
+    layout, a = ctx.layout, ctx.assumptions
+    return _kinds_of(
+        ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
+        layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
+        a.gemm_efficiency_scale, a.max_efficiency,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _kinds_of(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    cp: int,
+    ep: int,
+    etp: int,
+    mbs: int,
+    seq: int,
+    fmt: GemmDType,
+    bandwidth: float,
+    scale: float,
+    cap: float,
+) -> _Kinds:
+    layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
+
+    def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
+        gemms = tuple(block_gemms(model, layout, seq, moe))
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap)
+
+    dense, _ = timed(False)
+    moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
+    tokens = mbs * seq / cp  # the LM head: T x V/tp x h, in BF16
+    head = gemm_efficiency(tokens, model.vocab_size / tp, model.hidden_size, "bf16", gpu,
+                           bandwidth)  # fmt: skip
+    return _Kinds(dense, moe, experts, min(cap, head * scale))
+
+
+@lru_cache(maxsize=1024)
+def _curve_shares(curve: AttentionCurve, length: float, causal: bool) -> tuple[float, float]:
+    """(forward, backward) shares of an attention table at ``length`` (cached)."""
+    forward = attention_share(curve, length, causal, backward=False)
+    return forward, attention_share(curve, length, causal, backward=True)
+
+
+def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
+    """(forward, backward) seconds of the attention core of one micro-batch."""
+    layout, seq, a = ctx.layout, ctx.workload.seq_len, ctx.assumptions
+    fp8 = ctx.policy.compute == "fp8" and a.fp8_attention
+    peak = peak_flops_per_s(ctx.gpu, "fp8" if fp8 else "bf16")
+    flops = work.attention_core_flops * layout.micro_batch_size * seq / (layout.tp * layout.cp)
+    curve = kernel_figures(ctx.gpu).attention
+    causal = a.causal_attention_flops
+    if a.attention_efficiency is not None:
+        forward = backward = a.attention_efficiency
+    elif not ctx.flash_attention:  # batched Q K^T and P V per head: GEMMs of depth d and s
+        heads = layout.micro_batch_size * ctx.model.num_attention_heads / layout.tp
+        d = ctx.model.head_size
+        forward = (
+            gemm_efficiency(seq, seq * heads, d, "bf16", ctx.gpu)
+            + gemm_efficiency(seq, d * heads, seq, "bf16", ctx.gpu)
+        ) / 2
+        return flops / (peak * forward), 2 * flops / (peak * forward)
+    elif curve is not None:  # CP ranks run the kernel on s / cp long blocks
+        forward, backward = _curve_shares(curve, seq / layout.cp, causal)
+        if fp8:
+            forward, backward = forward * FP8_SHARE_RATIO, backward * FP8_SHARE_RATIO
+    else:  # no published figures: the BF16 GEMM efficiency of P V, all heads side by side
+        heads = layout.micro_batch_size * ctx.model.num_attention_heads / layout.tp
+        length = seq / layout.cp
+        forward = gemm_efficiency(length, ctx.model.head_size * heads, length, "bf16", ctx.gpu)
+        backward = forward
+    forward, backward = min(forward, a.max_efficiency), min(backward, a.max_efficiency)
+    return flops / (peak * forward), BACKWARD_FLOPS_RATIO * flops / (peak * backward)
+
+
+def _head_s(work: StageWork, ctx: ComputeContext, bandwidth: float, k: _Kinds) -> float:
+    """Forward seconds of the LM head and multi-token-prediction modules of one micro-batch:
+    the logits in BF16 at the LM head's GEMM shape (T x V/tp x h), each MTP module's block and
+    projection at the rate of the model's own blocks (MoE if it has them)."""
+    if not work.head_flops:
+        return 0.0
+    layout, m = ctx.layout, ctx.model
+    tokens = layout.micro_batch_size * ctx.workload.seq_len / layout.cp
+    eff = k.head_efficiency
+    logits = 2.0 * m.hidden_size * m.vocab_size * (1 + m.num_nextn_predict_layers)
+    logits = min(logits, work.head_flops)
+    per_gpu = tokens / layout.tp  # head FLOPs are per token of the whole width
+    seconds = logits * per_gpu / (peak_flops_per_s(ctx.gpu, "bf16") * eff)
+    block = k.moe + k.experts if m.is_moe else k.dense
+    rate = block.forward_s / block.flops if block.flops else 0.0  # s per FLOP of a block
+    return seconds + (work.head_flops - logits) * per_gpu * rate
+
+
+def _stage_gemms(k: _Kinds, dense: float, moe: float, experts: float) -> GemmTimes:
+    """The GEMMs of ``dense`` dense blocks and ``moe`` MoE blocks, their routed experts run
+    ``experts`` times (the busiest GPU's imbalance included)."""
+    d, m, e = k.dense, k.moe, k.experts
+    return GemmTimes(
+        forward_s=dense * d.forward_s + moe * m.forward_s + experts * e.forward_s,
+        dgrad_s=dense * d.dgrad_s + moe * m.dgrad_s + experts * e.dgrad_s,
+        wgrad_s=dense * d.wgrad_s + moe * m.wgrad_s + experts * e.wgrad_s,
+        flops=dense * d.flops + moe * m.flops + experts * e.flops,
+        cast_forward=dense * d.cast_forward + moe * m.cast_forward + experts * e.cast_forward,
+        cast_backward=dense * d.cast_backward + moe * m.cast_backward + experts * e.cast_backward,
+        launches=dense * d.launches + moe * (m.launches + e.launches),
     )
 
 
@@ -125,28 +216,49 @@ def _forward(work: StageWork, ctx: ComputeContext) -> _Forward:
 def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     """Seconds of forward, backward (input and weight parts) and recompute of one micro-batch.
 
-    Ledger: forward = GEMM FLOPs / (peak x efficiency) + memory-bound bytes / HBM; input
-    gradient = 1 x the linear forward + 2 x the attention core (dS, dQ, dK, dV: two products
-    per forward one; the core has no weights) + 2 x the memory-bound bytes; weight gradient =
-    1 x the linear forward; recompute repeats the shares of the forward that the layout's
-    recipe recomputes (explorer.compute.recompute: full the blocks', selective the attention
-    core's; Korthikanti et al. 2022, arXiv:2205.05198, sec. 5).
-    Source: explorer.flops convention; module docstring.
+    Ledger: forward = the blocks' GEMMs at their shapes + LM head (BF16) + attention core +
+    memory-bound bytes and FP8 casts of the GEMM inputs over achievable HBM + kernel gaps;
+    input gradient = the GEMMs' input-gradient shapes + head + attention backward (2.5 x the
+    forward FLOPs with FlashAttention, 2 x with the classic core) + 2 x the memory-bound bytes
+    + casts of the output gradients; weight gradient = the GEMMs' weight-gradient shapes +
+    head; recompute repeats the shares of the forward that the layout's recipe recomputes
+    (explorer.compute.recompute: full the blocks', selective the attention core's or its
+    modules'; Korthikanti et al. 2022, arXiv:2205.05198, sec. 5). Source: module docstring.
     """
-    f = _forward(work, ctx)
-    gemms = f.linear + f.head + f.expert
-    attention = f.attention + f.attention_memory_bound
-    r = recompute_shares(ctx.model, ctx.layout, work.num_layers, work.num_moe_layers,
-                         ctx.workload.seq_len)  # fmt: skip
-    recompute = r.linear * f.linear + r.expert * f.expert + r.attention * attention
-    recompute += r.memory_bound * (f.memory_bound - f.attention_memory_bound)
+    a, layout, seq = ctx.assumptions, ctx.layout, ctx.workload.seq_len
+    bandwidth = ctx.gpu.hbm_bytes_per_s * a.hbm_efficiency
+    k = _kinds(ctx, bandwidth)
+    moe, dense = work.num_moe_layers, work.num_layers - work.num_moe_layers
+    g = _stage_gemms(k, dense, moe, moe * ctx.moe_imbalance)
+    peak = peak_flops_per_s(ctx.gpu, ctx.policy.compute)
+    share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
+    attention_f, attention_b = _attention_s(work, ctx)
+    head = _head_s(work, ctx, bandwidth, k)
+    sms = 1 / (1 - a.comm_sm_share) if all_to_alls_overlap(layout) else 1.0  # SMs held
+    traffic = stage_traffic(work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout)
+    tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
+    per_element = ctx.policy.activation_bytes * tokens / bandwidth
+    memory, attention_memory = traffic.blocks * per_element, traffic.attention * per_element
+    recipe = a.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
+    cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
+    cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
+    launches = g.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers
+    gap_f, gap_b = a.kernel_gap_s * launches / 3, a.kernel_gap_s * launches / 3
+    linear_f = sms * g.forward_s
+    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f
+    r = recompute_shares(ctx.model, layout, work.num_layers, moe, seq)
+    lin = sms * (dense * k.dense.forward_s + moe * k.moe.forward_s)  # dense GEMMs, routers
+    exp = sms * moe * ctx.moe_imbalance * k.experts.forward_s  # routed experts
+    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * exp  # casts go with the GEMMs
+    recompute += r.attention * (sms * attention_f + attention_memory)
+    recompute += r.memory_bound * (memory - attention_memory)
     return PassTimes(
-        forward_s=gemms + f.attention + f.memory_bound,
-        backward_input_s=gemms + 2 * f.attention + 2 * f.memory_bound,
-        weight_s=gemms,
+        forward_s=blocks + sms * head,
+        backward_input_s=sms * (g.dgrad_s + head + attention_b) + 2 * memory + cast_b + gap_b,
+        weight_s=sms * (g.wgrad_s + head) + gap_b,
         recompute_s=recompute,
-        attention_forward_s=f.attention,
-        dense_efficiency=f.efficiency,
+        attention_forward_s=sms * attention_f,
+        dense_efficiency=share,
     )
 
 

@@ -7,7 +7,9 @@ axis is attributed on the bottleneck part (M times its per-micro-batch exposure)
 slowest tail's per-step exposure; the pipeline ramp's share stays in the bubble.
 FLOP convention: explorer.flops (matmuls only; causal attention halved unless
 ``ComputeAssumptions.causal_attention_flops`` is False). MFU and HFU are against the dense
-peak of the precision policy's GEMM format (bf16, fp8 or tf32).
+peak of the precision policy's GEMM format (bf16, fp8 or tf32): an fp8-mixed run's MFU is on
+the FP8 dense peak, its BF16 layers (LM head, router, attention core) included; HFU counts
+recomputed FLOPs too (explorer.flops).
 """
 
 from __future__ import annotations
@@ -216,7 +218,12 @@ def estimate(
             *memory.warnings,
             *comm_warnings(groups, cluster, layout, memory.warnings),
             *filter(
-                None, [attention_efficiency_unset((s.compute for s in stages), assumptions.compute)]
+                None,
+                [
+                    attention_efficiency_unset(
+                        (s.compute for s in stages), assumptions.compute, cluster.gpu
+                    )
+                ],
             ),
         ),
         assumptions=assumptions,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from explorer.comm import GroupPlacement
 from explorer.compute import ComputeAssumptions, PassTimes
-from explorer.specs import ClusterSpec, Layout
+from explorer.specs import ClusterSpec, GpuSpec, Layout
 
 ATTENTION_SHARE = 0.3
 """Share of the forward compute above which the attention core's kernel efficiency matters
@@ -62,13 +62,16 @@ def comm_warnings(
 
 
 def attention_efficiency_unset(
-    passes: Iterable[PassTimes], compute: ComputeAssumptions
+    passes: Iterable[PassTimes], compute: ComputeAssumptions, gpu: GpuSpec | None = None
 ) -> str | None:
     """A sentence when the attention core is a large share of the compute and its kernel
-    efficiency is left at the GEMMs' (``ComputeAssumptions.attention_efficiency``)."""
-    # Long sequences: FlashAttention-2 reaches ~35-40% of H100's peak, FlashAttention-3 ~75%
-    # (Shah et al. 2024, arXiv:2407.08608, sec. 4.1); the dense GEMM ceiling is 75%.
+    efficiency is left at the GEMMs' (``ComputeAssumptions.attention_efficiency`` unset and
+    no published attention figures for ``gpu``)."""
+    # Long sequences: FlashAttention-2 reaches ~35-40% of H100's peak, FlashAttention-3 ~65%
+    # at head dim 128 (Shah et al. 2024, arXiv:2407.08608, Fig. 5).
     if compute.attention_efficiency is not None:
+        return None
+    if gpu is not None and gpu.kernels is not None and gpu.kernels.attention is not None:
         return None
     found = list(passes)
     forward = sum(p.forward_s for p in found)
@@ -78,5 +81,5 @@ def attention_efficiency_unset(
     return (
         f"the attention core is {share:.0%} of the forward compute and runs at the GEMMs' "
         "efficiency by default; set compute.attention_efficiency for your kernel "
-        "(FlashAttention-2 reaches ~35-40% of H100 peak, FlashAttention-3 ~75%)"
+        "(FlashAttention-2 reaches ~35-40% of H100 peak, FlashAttention-3 ~65%)"
     )

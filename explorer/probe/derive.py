@@ -4,12 +4,12 @@
 assumption values; each ``CalibratedFigure`` names its override key (as ``--assume`` names it),
 its value and the measurement it came from. Methods:
 
-- GEMM efficiency: the core's curve e(x) = e_max x / (x + x_half) (explorer.compute.kernels)
-  fitted by least squares to the measured share of the preset's dense peak, x = m min(n, k);
-  for each x_half on a log grid e_max has a closed form (linear least squares), the best pair
-  is kept. A fit to the user's own GPUs, not to a published run.
+- GEMM efficiency: the median, over the measured shapes, of the measured share of the preset's
+  dense peak over the kernel model's share at the same shape (explorer.compute.gemm), as
+  ``compute.gemm_efficiency_scale``: a scale of the user's own GPUs, not a fit to a published
+  run. ``fit_saturating`` (a saturating curve by least squares) stays for curve summaries.
 - attention efficiency: the largest measured sequence, forward plus backward, FLOPs counted as
-  the core counts them (causal half, backward = 2 x forward) over the measured time and peak.
+  the core counts them (causal half, backward = 2.5 x forward) over the measured time and peak.
 - HBM efficiency: the best copy / triad bandwidth at the largest buffer over the preset's HBM.
 - link efficiency: the all-reduce bus bandwidth at the largest message over the link peak: the
   fast links when the probe ran on one node, the fabric (NIC per GPU) when on several.
@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from explorer.compute.kernels import peak_flops_per_s
+from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS
+from explorer.compute.attention import BACKWARD_FLOPS_RATIO
+from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
 from explorer.probe.schema import Calibration, CalibrationError, GemmPoint
 from explorer.specs import ClusterSpec
 
@@ -124,45 +127,52 @@ def _clamped(key: str, value: float, notes: list[str]) -> float:
 def gemm_figures(
     calibration: Calibration, cluster: ClusterSpec, compute: str, notes: list[str]
 ) -> list[CalibratedFigure]:
-    """compute.max_efficiency and compute.half_efficiency_size from the GEMM points."""
+    """compute.gemm_efficiency_scale from the GEMM points: the median over the measured shapes
+    of the measured share of the preset's dense peak over the kernel model's share at that
+    shape (explorer.compute.gemm, the preset's anchors, roofline at the default achievable
+    HBM bandwidth). 1 means the device runs as the preset's published figures say."""
     dtype, points = _gemm_points(calibration, compute)
     if not points:
-        notes.append(f"compute.max_efficiency: no {compute} GEMMs in the file; left at default")
+        notes.append(
+            f"compute.gemm_efficiency_scale: no {compute} GEMMs in the file; left at default"
+        )
         return []
-    peak = peak_flops_per_s(cluster.gpu, compute)
-    sizes = [p.gemm_size for p in points]
+    gpu = cluster.gpu
+    peak = peak_flops_per_s(gpu, compute)
+    bandwidth = gpu.hbm_bytes_per_s * DEFAULT_COMPUTE_ASSUMPTIONS.hbm_efficiency
     shares = [p.flops_per_s / peak for p in points]
-    if len(set(sizes)) < 2:
-        e_max, half, rms = max(shares), None, 0.0
-    else:
-        e_max, half, rms = fit_saturating(sizes, shares)
+    modelled = [gemm_efficiency(p.m, p.n, p.k, compute, gpu, bandwidth) for p in points]
+    ratios = sorted(s / e for s, e in zip(shares, modelled, strict=True))
+    scale = statistics.median(ratios)
     source = (
-        f"{len(points)} {dtype} GEMMs (x = m min(n, k) from {min(sizes):,.0f} to "
-        f"{max(sizes):,.0f}) reached {min(shares):.1%} to {max(shares):.1%} of the "
-        f"{peak / 1e12:,.1f} TFLOP/s dense {compute} peak"
+        f"{len(points)} {dtype} GEMMs reached {min(shares):.1%} to {max(shares):.1%} of the "
+        f"{peak / 1e12:,.1f} TFLOP/s dense {compute} peak, {ratios[0]:.3f} to {ratios[-1]:.3f} "
+        "of the kernel model's share at the same shapes"
     )
-    figures = [
+    return [
         CalibratedFigure(
-            key="compute.max_efficiency",
-            value=_clamped("compute.max_efficiency", e_max, notes),
-            measurement=f"least-squares fit of e_max x / (x + x_half): {source}; rms residual "
-            f"{rms:.3f}",
+            key="compute.gemm_efficiency_scale",
+            value=scale,
+            measurement=f"median of measured / modelled GEMM efficiency: {source}",
         )
     ]
-    if half is not None and half >= HALF_SIZE_GRID[-1]:
-        notes.append(
-            "compute.half_efficiency_size: the GEMMs do not saturate within the sweep; "
-            "the fit's x_half sits at the edge of its range"
-        )
-    if half is not None:
-        figures.append(
-            CalibratedFigure(
-                key="compute.half_efficiency_size",
-                value=half,
-                measurement=f"the same fit's x_half: {source}",
-            )
-        )
-    return figures
+
+
+def gemm_ceiling(
+    calibration: Calibration, cluster: ClusterSpec, compute: str
+) -> CalibratedFigure | None:
+    """The best measured share of the dense peak (the serving model's prefill ceiling)."""
+    dtype, points = _gemm_points(calibration, compute)
+    if not points:
+        return None
+    peak = peak_flops_per_s(cluster.gpu, compute)
+    best = max(points, key=lambda p: p.flops_per_s)
+    return CalibratedFigure(
+        key="serving.prefill_compute_efficiency",
+        value=min(1.0, best.flops_per_s / peak),
+        measurement=f"the best of {len(points)} {dtype} GEMMs ({best.m} x {best.n} x {best.k}): "
+        f"{best.flops_per_s / 1e12:,.1f} of the {peak / 1e12:,.1f} TFLOP/s dense {compute} peak",
+    )
 
 
 # ------------------------------------------------------------------ attention, HBM, links
@@ -178,8 +188,10 @@ def attention_figure(
     points = [p for p in calibration.attention if p.seq_len == longest]
     compute = "bf16" if points[0].dtype in ("bf16", "fp16") else "tf32"
     peak = peak_flops_per_s(cluster.gpu, compute)
-    # the core's count: forward as measured (causal half), backward 2 x forward -> 3 x forward
-    flops = sum(3 * p.forward_flops_per_s * p.forward_s for p in points)
+    # the core's count: forward as measured (causal half), backward 2.5 x forward (it
+    # recomputes the scores: explorer.compute.attention) -> 3.5 x forward
+    ratio = 1 + BACKWARD_FLOPS_RATIO
+    flops = sum(ratio * p.forward_flops_per_s * p.forward_s for p in points)
     seconds = sum(p.forward_s + p.backward_s for p in points)
     share = flops / seconds / peak
     dims = ", ".join(str(p.head_dim) for p in points)
@@ -187,7 +199,7 @@ def attention_figure(
         key="compute.attention_efficiency",
         value=_clamped("compute.attention_efficiency", share, notes),
         measurement=f"causal scaled_dot_product_attention, sequence {longest:,}, head dims "
-        f"{dims}, forward + backward: {flops / seconds / 1e12:,.1f} TFLOP/s (forward FLOPs x 3, "
+        f"{dims}, forward + backward: {flops / seconds / 1e12:,.1f} TFLOP/s (forward FLOPs x 3.5, "
         f"as the core counts) of the {peak / 1e12:,.1f} TFLOP/s {compute} peak",
     )
 
@@ -264,16 +276,9 @@ def serving_figures(calibration: Calibration, cluster: ClusterSpec) -> Calibrate
     left: decode is bound by HBM, and its GEMM shape depends on the batch being served."""
     notes: list[str] = []
     figures = []
-    gemm = gemm_figures(calibration, cluster, "bf16", notes)
-    if gemm:
-        ceiling = gemm[0]
-        figures.append(
-            CalibratedFigure(
-                key="serving.prefill_compute_efficiency",
-                value=ceiling.value,
-                measurement=ceiling.measurement,
-            )
-        )
+    ceiling = gemm_ceiling(calibration, cluster, "bf16")
+    if ceiling is not None:
+        figures.append(ceiling)
     for figure in (
         hbm_figure(calibration, cluster, "serving.hbm_efficiency", notes),
         link_figure(calibration, cluster, "serving.", notes),

@@ -1,0 +1,306 @@
+"""Kernel figures and the GEMM / attention models against their published sources.
+
+Sources (also in presets/gpus/*.toml and presets/kernels/attention.toml):
+- MAMF: stas00/ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul
+  FLOPS comparison table" (BF16 and FP8, mean of 100 iterations, best shape found);
+- DeepGEMM: deepseek-ai/DeepGEMM README (H800 SXM5), dense and grouped (contiguous) FP8 tables;
+- FA3: Shah et al. 2024, arXiv:2407.08608, Figs. 5-6 (H100 SXM5, BF16, head dim 128);
+- NVIDIA "Matrix Multiplication Background" user's guide, ch. 3 (tile and wave quantisation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from explorer.compute import (
+    ComputeAssumptions,
+    ComputeContext,
+    attention_share,
+    block_gemms,
+    cast_bytes,
+    gemm_efficiency,
+    pass_times,
+    peak_flops_per_s,
+    stage_work,
+    with_measured_gemms,
+)
+from explorer.compute.gemm import quantisation_share, roofline_share
+from explorer.presets import load_gpu, load_model
+from explorer.specs import Fp8Recipe, GemmPoint, Layout, TrainingWorkload
+
+ANCHOR = 1e-4
+"""The presets store shares rounded to 5 digits."""
+DEEPGEMM_LARGE = 0.15
+"""DeepGEMM's M = 4096 dense rows: our shape model (three tile choices, a k overhead) against a
+kernel that also picks non-power-of-two block widths; worst row +11.6% (K = 512)."""
+DEEPGEMM_GROUPED = 0.05
+"""DeepGEMM's grouped contiguous rows (all experts' tiles in one launch)."""
+
+MAMF = [
+    pytest.param("a100-80g", 1024, 10240, 5120, "bf16", 271.2, id="mamf-a100-bf16"),
+    pytest.param("h100-sxm", 2048, 2048, 13312, "bf16", 794.5, id="mamf-h100-bf16"),
+    pytest.param("h100-sxm", 1024, 9216, 14336, "fp8", 1402.6, id="mamf-h100-fp8"),
+    pytest.param("h200", 1280, 4096, 12032, "fp8", 1453.4, id="mamf-h200-fp8"),
+    pytest.param("b200", 1792, 16128, 3072, "bf16", 1745.0, id="mamf-b200-bf16"),
+    pytest.param("b200", 15360, 4096, 3072, "fp8", 3432.5, id="mamf-b200-fp8"),
+    pytest.param("gb200", 4096, 9728, 2048, "bf16", 1822.0, id="mamf-gb200-bf16"),
+    pytest.param("gb200", 19456, 5120, 1536, "fp8", 3615.6, id="mamf-gb200-fp8"),
+    pytest.param("mi300x", 10240, 15360, 8192, "bf16", 668.4, id="mamf-mi300x-bf16"),
+    pytest.param("h800", 4096, 7168, 16384, "fp8", 1358.0, id="deepgemm-h800-4096x7168x16384"),
+]
+
+
+@pytest.mark.parametrize(("gpu_id", "m", "n", "k", "dtype", "tflops"), MAMF)
+def test_each_gpu_reproduces_its_measured_gemm(
+    gpu_id: str, m: int, n: int, k: int, dtype: str, tflops: float
+) -> None:
+    gpu = load_gpu(gpu_id)
+    achieved = gemm_efficiency(m, n, k, dtype, gpu) * peak_flops_per_s(gpu, dtype)  # type: ignore[arg-type]
+    assert achieved / 1e12 == pytest.approx(tflops, rel=ANCHOR)
+
+
+DEEPGEMM_DENSE = [
+    pytest.param(4096, 2112, 7168, 1058, id="deepgemm-4096x2112x7168"),
+    pytest.param(4096, 24576, 1536, 990, id="deepgemm-4096x24576x1536"),
+    pytest.param(4096, 32768, 512, 590, id="deepgemm-4096x32768x512"),
+    pytest.param(4096, 4096, 7168, 1304, id="deepgemm-4096x4096x7168"),
+    pytest.param(4096, 7168, 2048, 1025, id="deepgemm-4096x7168x2048"),
+]
+
+
+@pytest.mark.parametrize(("m", "n", "k", "tflops"), DEEPGEMM_DENSE)
+def test_fp8_gemm_shapes_follow_deepgemms_h800_table(m: int, n: int, k: int, tflops: float):
+    gpu = load_gpu("h800")
+    achieved = gemm_efficiency(m, n, k, "fp8", gpu, 3.35e12 * 0.8) * gpu.fp8_flops_per_s / 1e12
+    assert achieved == pytest.approx(tflops, rel=DEEPGEMM_LARGE)
+
+
+DEEPGEMM_GROUPED_ROWS = [
+    pytest.param(4, 8192, 4096, 7168, 1297, id="deepgemm-grouped-4x8192x4096x7168"),
+    pytest.param(4, 8192, 7168, 2048, 1099, id="deepgemm-grouped-4x8192x7168x2048"),
+    pytest.param(8, 4096, 4096, 7168, 1288, id="deepgemm-grouped-8x4096x4096x7168"),
+    pytest.param(8, 4096, 7168, 2048, 1093, id="deepgemm-grouped-8x4096x7168x2048"),
+]
+
+
+@pytest.mark.parametrize(("groups", "m", "n", "k", "tflops"), DEEPGEMM_GROUPED_ROWS)
+def test_grouped_expert_gemms_follow_deepgemms_contiguous_table(
+    groups: int, m: int, n: int, k: int, tflops: float
+) -> None:
+    # a grouped GEMM is timed as its groups' tiles side by side (explorer.compute.kernels)
+    gpu = load_gpu("h800")
+    eff = gemm_efficiency(m, n * groups, k, "fp8", gpu, 3.35e12 * 0.8)
+    assert eff * gpu.fp8_flops_per_s / 1e12 == pytest.approx(tflops, rel=DEEPGEMM_GROUPED)
+
+
+def test_wave_quantisation_of_a_hand_worked_shape() -> None:
+    # H100: 132 SMs. 1536 x 2816 is 12 x 11 = 132 tiles of 128 x 256: one full wave, no padding.
+    figures = load_gpu("h100-sxm").kernels
+    assert figures is not None
+    assert quantisation_share(1536, 2816, figures) == pytest.approx(1.0)
+    # 1536 x 3072: 144 tiles of 128 x 256 (or 256 x 128) take 2 waves (144 / 264 = 0.545);
+    # 128 x 128 tiles: 288 in 3 waves, 288 / 396 = 0.727, the better choice.
+    assert quantisation_share(1536, 3072, figures) == pytest.approx(288 / 396)
+
+
+def test_tile_quantisation_pads_a_dimension_to_whole_tiles() -> None:
+    # 1536 x 2817 needs a 12th column of 256-wide tiles: 144 tiles (2 waves) of 128 x 256, or
+    # 12 x 23 = 276 tiles of 128 x 128 (3 waves, 396 slots): 1536 x 2817 / (276 x 128^2) x
+    # 276 / 396.
+    figures = load_gpu("h100-sxm").kernels
+    assert figures is not None
+    expected = 1536 * 2817 / (276 * 128 * 128) * 276 / 396
+    assert quantisation_share(1536, 2817, figures) == pytest.approx(expected)
+
+
+LLAMA_70B = load_model("llama-3.1-70b")
+
+
+def _dense_share(gpu_id: str, layout: Layout, seq_len: int = 8192) -> float:
+    gpu = load_gpu(gpu_id)
+    workload = TrainingWorkload(seq_len=seq_len, global_batch_size=64)
+    ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=layout, workload=workload)
+    work = stage_work(LLAMA_70B, (0,), seq_len, False, False)
+    return pass_times(work, ctx).dense_efficiency
+
+
+@pytest.mark.parametrize("gpu_id", ["a100-80g", "h100-sxm", "b200", "mi300x"])
+def test_gemm_efficiency_rises_with_the_tokens_in_a_micro_batch(gpu_id: str) -> None:
+    shares = [_dense_share(gpu_id, Layout(tp=8, micro_batch_size=1), s) for s in (256, 1024)]
+    shares.append(_dense_share(gpu_id, Layout(tp=8, micro_batch_size=4), 4096))
+    assert shares[0] < shares[1] < shares[2]
+
+
+@pytest.mark.parametrize("gpu_id", ["a100-80g", "h100-sxm", "b200", "mi300x"])
+def test_gemm_efficiency_falls_as_tp_splits_the_weights(gpu_id: str) -> None:
+    shares = [_dense_share(gpu_id, Layout(tp=tp), 2048) for tp in (1, 8, 32)]
+    assert shares[0] > shares[1] > shares[2]
+
+
+def test_fp8_speeds_up_large_gemms_on_h100_by_between_1x_and_2x() -> None:
+    # Llama 3.1 70B's MLP and attention GEMMs at TP 1, 8 K tokens: FP8 e4m3 (MAMF 1402.6
+    # TFLOP/s) against BF16 (794.5), with the delayed-scaling casts of every GEMM input.
+    gpu = load_gpu("h100-sxm")
+    work = stage_work(LLAMA_70B, (0,), 8192, False, False)
+    times = {}
+    for precision in ("bf16-mixed", "fp8-mixed"):
+        workload = TrainingWorkload(seq_len=8192, global_batch_size=8, precision=precision)
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(), workload=workload,
+                             assumptions=ComputeAssumptions(attention_efficiency=1.0))  # fmt: skip
+        t = pass_times(work, ctx)
+        times[precision] = t.weight_s + t.backward_input_s + t.forward_s
+    speedup = times["bf16-mixed"] / times["fp8-mixed"]
+    assert 1.0 < speedup < 2.0
+    assert speedup < 1402.6 / 794.5  # casts and BF16 attention cost something
+
+
+def test_the_roofline_holds_a_one_token_gemm_to_its_weight_traffic() -> None:
+    # decode-like: 1 x 8192 x 8192 BF16 reads 2 x 8192^2 bytes; at 80% of 3.35 TB/s that is
+    # 2 x 8192^2 FLOPs per 50.1 us, 2.7 TFLOP/s, 0.27% of peak.
+    gpu = load_gpu("h100-sxm")
+    bandwidth = 3.35e12 * 0.8
+    share = gemm_efficiency(1, 8192, 8192, "bf16", gpu, bandwidth)
+    moved = 2 * (8192 + 8192 * 8192) + 2 * 8192
+    expected = 2 * 8192 * 8192 / (moved / bandwidth) / gpu.bf16_flops_per_s
+    assert share == pytest.approx(expected, rel=1e-12)
+    assert roofline_share(1, 8192, 8192, "bf16", gpu, bandwidth) == pytest.approx(expected)
+
+
+def test_a_measured_point_of_the_presets_shape_replaces_it() -> None:
+    gpu = load_gpu("h100-sxm")
+    point = GemmPoint(m=2048, n=2048, k=13312, dtype="bf16", efficiency=0.7)
+    measured = with_measured_gemms(gpu, [point])
+    assert measured.kernels is not None and len(measured.kernels.gemms) == 2
+    assert gemm_efficiency(2048, 2048, 13312, "bf16", measured) == pytest.approx(0.7)
+    # a GPU without figures gets the generic ones with the point
+    generic = with_measured_gemms(dataclasses.replace(gpu, kernels=None), [point])
+    assert gemm_efficiency(2048, 2048, 13312, "bf16", generic) == pytest.approx(0.7)
+
+
+def test_a_measured_calibration_point_overrides_the_preset_near_its_shape() -> None:
+    # probe / --calibration hand the model measured points: the nearest one anchors it
+    gpu = load_gpu("h100-sxm")
+    point = GemmPoint(m=8192, n=1280, k=8192, dtype="bf16", efficiency=0.55, source="probe")
+    measured = with_measured_gemms(gpu, [point])
+    assert gemm_efficiency(8192, 1280, 8192, "bf16", measured) == pytest.approx(0.55)
+    assert gemm_efficiency(8192, 1280, 8192, "bf16", gpu) > 0.55
+    # a shape far from the point still follows the preset's anchor
+    far = (2048, 2048, 13312)
+    assert gemm_efficiency(*far, "bf16", measured) == gemm_efficiency(*far, "bf16", gpu)
+
+
+FA3 = [
+    pytest.param(512, False, False, 467, id="fa3-fig5-fwd-512"),
+    pytest.param(16384, False, False, 648, id="fa3-fig5-fwd-16k"),
+    pytest.param(512, True, False, 292, id="fa3-fig5-fwd-causal-512"),
+    pytest.param(16384, True, False, 616, id="fa3-fig5-fwd-causal-16k"),
+    pytest.param(2048, False, True, 501, id="fa3-fig6-bwd-2k"),
+    pytest.param(16384, False, True, 561, id="fa3-fig6-bwd-16k"),
+]
+
+
+@pytest.mark.parametrize(("seq", "causal", "backward", "tflops"), FA3)
+def test_h100_attention_matches_flashattention3s_figures(
+    seq: int, causal: bool, backward: bool, tflops: float
+) -> None:
+    curve = load_gpu("h100-sxm").kernels.attention  # type: ignore[union-attr]
+    assert curve is not None
+    share = attention_share(curve, seq, causal, backward)
+    assert share * 989.4 == pytest.approx(tflops, rel=ANCHOR)
+
+
+def test_attention_interpolates_in_log_length_and_falls_under_a_causal_mask() -> None:
+    curve = load_gpu("h100-sxm").kernels.attention  # type: ignore[union-attr]
+    assert curve is not None
+    between = attention_share(curve, 2048 * 2**0.5, False, False)  # halfway 2k -> 4k in log2
+    assert between * 989.4 == pytest.approx((625 + 638) / 2, rel=ANCHOR)
+    for seq in (512, 1024, 4096):
+        causal = attention_share(curve, seq, True, True)
+        assert causal < attention_share(curve, seq, False, True)
+    assert attention_share(curve, 64, False, False) == attention_share(curve, 512, False, False)
+
+
+def test_a100_attention_is_flashattention2s_73_percent_at_long_sequences() -> None:
+    curve = load_gpu("a100-80g").kernels.attention  # type: ignore[union-attr]
+    assert curve is not None
+    assert attention_share(curve, 16384, False, False) == pytest.approx(0.73, rel=ANCHOR)
+
+
+def test_fp8_recipes_order_their_cast_traffic() -> None:
+    # per element: 2 FP8 copies; current scaling reads the BF16 tensor again for its amax;
+    # blockwise adds an FP32 scale per 128 elements per copy, MXFP8 a byte per 32
+    assert cast_bytes(1.0, "delayed") == 2.0
+    assert cast_bytes(1.0, "current") == 4.0
+    assert cast_bytes(128.0, "blockwise") == pytest.approx(128 * 2 + 2 * 4)
+    assert cast_bytes(32.0, "mxfp8") == pytest.approx(32 * 2 + 2)
+
+
+def test_current_scaling_costs_more_than_delayed_scaling() -> None:
+    gpu = load_gpu("h100-sxm")
+    work = stage_work(LLAMA_70B, (0,), 8192, False, False)
+    workload = TrainingWorkload(seq_len=8192, global_batch_size=8, precision="fp8-mixed")
+
+    def forward_s(recipe: Fp8Recipe) -> float:
+        a = ComputeAssumptions(fp8_recipe=recipe)
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(tp=8), workload=workload,
+                             assumptions=a)  # fmt: skip
+        return pass_times(work, ctx).forward_s
+
+    times = {recipe: forward_s(recipe) for recipe in ("delayed", "current")}
+    assert times["current"] > times["delayed"]
+
+
+def test_grouped_expert_gemms_lose_efficiency_with_fewer_tokens_per_expert() -> None:
+    model = load_model("deepseek-v3")
+    gpu = load_gpu("h800")
+    shares = []
+    for seq in (512, 4096):
+        layout = Layout(ep=64, dp=64)
+        gemms = [g for g in block_gemms(model, layout, seq, moe=True) if g.expert]
+        up = gemms[0]
+        shares.append(gemm_efficiency(up.m, up.n * up.groups, up.k, "fp8", gpu, 2.68e12))
+    assert shares[0] < shares[1]
+
+
+def test_block_gemms_add_up_to_the_blocks_linear_and_expert_flops() -> None:
+    model = load_model("deepseek-v3")
+    layout = Layout(tp=2, ep=8, dp=8, micro_batch_size=2)
+    work = stage_work(model, (5,), 4096, False, False)
+    tokens = 2 * 4096 / 2  # b s / (tp cp): the per-GPU share the work ledger uses
+    gemms = block_gemms(model, layout, 4096, moe=True)
+    dense = sum(g.flops for g in gemms if not g.expert)
+    routed = sum(g.flops for g in gemms if g.expert)
+    assert dense == pytest.approx(work.linear_flops * tokens, rel=1e-9)
+    assert routed == pytest.approx(work.expert_flops * tokens, rel=1e-9)
+
+
+def test_a_gemm_efficiency_scale_slows_every_gemm_in_proportion() -> None:
+    gpu = load_gpu("h100-sxm")
+    work = stage_work(LLAMA_70B, (0,), 8192, False, False)
+    workload = TrainingWorkload(seq_len=8192, global_batch_size=8)
+
+    def weight_s(scale: float) -> float:
+        a = ComputeAssumptions(gemm_efficiency_scale=scale)
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(tp=8), workload=workload,
+                             assumptions=a)  # fmt: skip
+        return pass_times(work, ctx).weight_s
+
+    assert weight_s(0.5) == pytest.approx(2 * weight_s(1.0), rel=1e-12)
+
+
+def test_fp8_attention_runs_at_flashattention3s_fp8_share_of_the_fp8_peak() -> None:
+    # FA3 abstract: ~1.2 PFLOP/s FP8 against 740 TFLOP/s BF16 at best: FP8 attention is
+    # 1.2e15 / 740e12 = 1.62 x as fast, not 2 x
+    gpu = load_gpu("h100-sxm")
+    work = stage_work(LLAMA_70B, (0,), 8192, False, False)
+    workload = TrainingWorkload(seq_len=8192, global_batch_size=8, precision="fp8-mixed")
+
+    def attention_s(fp8: bool) -> float:
+        a = ComputeAssumptions(fp8_attention=fp8)
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(), workload=workload,
+                             assumptions=a)  # fmt: skip
+        return pass_times(work, ctx).attention_forward_s
+
+    assert attention_s(False) / attention_s(True) == pytest.approx(1200 / 740, rel=1e-3)
