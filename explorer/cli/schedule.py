@@ -11,7 +11,7 @@ from explorer.specs import SCHEDULES
 NAME = "schedule"
 HELP = "simulate a pipeline schedule: makespan, bubble, activations in flight, every action"
 
-SPLIT_BACKWARD = ("zb-h1", "dualpipe")
+SPLIT_BACKWARD = ("zb-h1", "dualpipe", "zb-v", "dualpipev")
 """Schedules that run the weight gradient W apart from the input gradient B."""
 TEXT_WIDTH = 120
 """Characters per stage line in the text picture."""
@@ -28,13 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backward",
         type=float,
         default=None,
-        help="backward B, s: 2 by default; 1 (the input gradient) for zb-h1 and dualpipe",
+        help="backward B, s: 2 by default; 1 (the input gradient) for the split schedules",
     )
     parser.add_argument(
         "--weight",
         type=float,
         default=None,
-        help="weight gradient W, s: 1 for zb-h1 and dualpipe, else 0 (added to B when not split)",
+        help="weight gradient W, s: 1 for zb-h1, dualpipe, zb-v and dualpipev, else 0 (added to B)",
     )
     parser.add_argument("--p2p", type=float, default=0.0, help="stage-to-stage transfer, s")
 
