@@ -45,6 +45,8 @@ from explorer.memory import (
 )
 from explorer.memory.training import StageMemory
 from explorer.precision import precision_policy
+from explorer.specs import MESH_ORDER
+from explorer.straggler import STRAGGLER_WHERE, Straggler, straggler_cost, straggler_dict
 from explorer.units import GiB
 
 NAME = "estimate"
@@ -56,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster(parser)
     add_layout(parser)
     add_workload(parser)
+    add_straggler(parser)
     group = parser.add_argument_group("assumptions")
     group.add_argument(
         "--attention",
@@ -80,6 +83,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_assume(group)
     add_calibration(group)
     add_import(parser, LAYOUT_DESTS + WORKLOAD_DESTS[:-1])  # estimate takes no --gpus
+
+
+def add_straggler(parser: argparse.ArgumentParser) -> None:
+    """``--straggler-*``: one slow replica, pipeline rank or link (explorer.straggler)."""
+    group = parser.add_argument_group("straggler")
+    group.add_argument(
+        "--straggler-slowdown",
+        type=float,
+        default=None,
+        help="extra time of the slow part as a fraction (0.1 = 10%% slower)",
+    )
+    group.add_argument(
+        "--straggler-where",
+        choices=STRAGGLER_WHERE,
+        default="dp",
+        help="dp: one data-parallel replica; pp-stage: one pipeline rank; "
+        "link: the links of one pipeline rank's group on --straggler-axis",
+    )
+    group.add_argument(
+        "--straggler-stage",
+        type=int,
+        default=0,
+        help="pipeline rank of the slow GPUs or link, 0-based",
+    )
+    group.add_argument("--straggler-axis", choices=MESH_ORDER, default="dp",
+                       help="mesh axis whose collectives cross the slow link")  # fmt: skip
+
+
+def straggler_from(args: argparse.Namespace) -> Straggler | None:
+    """The straggler the flags describe; None without ``--straggler-slowdown``."""
+    if getattr(args, "straggler_slowdown", None) is None:
+        return None
+    return Straggler(
+        slowdown=args.straggler_slowdown, where=args.straggler_where,
+        stage=args.straggler_stage, axis=args.straggler_axis,
+    )  # fmt: skip
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -133,6 +172,10 @@ def run(args: argparse.Namespace) -> dict:
     step = estimate(model, cluster, layout, workload, assumptions)
     result = step.memory  # training_memory, as estimate computes it
     timing = estimate_dict(step)
+    straggler = straggler_from(args)
+    slow = None
+    if straggler is not None:
+        slow = straggler_cost(model, cluster, layout, workload, straggler, assumptions)
     return {
         "model": model.name,
         "gpu": cluster.gpu.name,
@@ -144,6 +187,7 @@ def run(args: argparse.Namespace) -> dict:
         "assumed": overrides_from(args, assumptions),
         "calibration": calibration_json(args, figures),
         "imported": imported_result(args),
+        **({"straggler": straggler_dict(slow)} if slow else {}),
     }
 
 
@@ -171,7 +215,23 @@ def render(result: dict) -> str:
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
+    lines += _straggler_lines(result.get("straggler"))
     return "\n".join(lines + imported_lines(result))
+
+
+def _straggler_lines(found: dict | None) -> list[str]:
+    """The straggler's step and the mitigations, fastest first (seconds)."""
+    if not found:
+        return []
+    where = found["where"] + ("" if found["where"] == "dp" else f" {found['stage']}")
+    lines = [
+        f"  straggler {found['slowdown']:.0%} slower ({where}): step {found['step_time_s']:.3f} s"
+        f" (+{found['cost_fraction']:.1%})"
+    ]
+    lines += [
+        f"    {m['name']}: {m['step_time_s']:.3f} s, {m['detail']}" for m in found["mitigations"]
+    ]
+    return lines
 
 
 def _step_lines(result: dict) -> list[str]:
