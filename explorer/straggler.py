@@ -183,21 +183,24 @@ def speed_balanced_layers(num_layers: int, speeds: tuple[float, ...]) -> tuple[i
     return speed_split(num_layers, speeds)
 
 
-def _uneven_batch(est: Estimate, straggler: Straggler, a: EstimateAssumptions) -> Mitigation | None:
+def uneven_batch(
+    stages: tuple[StageTime, ...], layout: Layout, microbatches: int, straggler: Straggler,
+    a: EstimateAssumptions,
+) -> Mitigation | None:  # fmt: skip
     """The slow replica runs k micro-batches, the others share the rest (as even as integers
-    allow): the k with the shortest step."""
-    dp, m, layout = est.layout.dp, est.microbatches, est.layout
+    allow): the k with the shortest step (the largest of equal ones); None without a gain."""
+    dp, m = layout.dp, microbatches
     if dp == 1 or straggler.slowdown == 0:
         return None
-    slow = slowed_stages(est.stages, layout, straggler)
+    slow = slowed_stages(stages, layout, straggler)
     best: tuple[float, int] | None = None
     for k in range(1, m + 1):
         fast = math.ceil((dp * m - k) / (dp - 1))
         try:
-            t = max(step_s(slow, layout, k, a), step_s(est.stages, layout, fast, a))
+            t = max(step_s(slow, layout, k, a), step_s(stages, layout, fast, a))
         except ValueError:  # the schedule cannot run k (or fast) micro-batches
             continue
-        if best is None or t < best[0]:
+        if best is None or t <= best[0]:
             best = (t, k)
     if best is None or best[1] == m:
         return None
@@ -267,7 +270,8 @@ def straggler_cost(
     est = estimate(model, cluster, layout, workload, assumptions)
     slow = step_s(slowed_stages(est.stages, layout, straggler), layout, est.microbatches,
                   assumptions)  # fmt: skip
-    found: list[Mitigation | None] = [_uneven_batch(est, straggler, assumptions)]
+    m = est.microbatches
+    found: list[Mitigation | None] = [uneven_batch(est.stages, layout, m, straggler, assumptions)]
     if straggler.where != "dp" and layout.pp > 1 and straggler.slowdown > 0:
         found.append(_move_slow_node(est, straggler, assumptions))
         found.append(_fewer_layers(model, cluster, est, workload, straggler, assumptions))
