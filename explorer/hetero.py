@@ -209,3 +209,31 @@ def hetero_pp(
                               fits=peak <= g.gpu.memory_bytes))  # fmt: skip
     return HeteroStep(step_s=pipe.makespan_s + tail, types=tuple(types),
                       stage_layers=layout.stage_layers)  # fmt: skip
+
+
+def parse_groups(text: str) -> tuple[tuple[str, int], ...]:
+    """``"hgx-h100:4,dgx-a100:4"`` as (cluster preset, nodes) pairs; ValueError otherwise."""
+    pairs = []
+    for item in text.split(","):
+        name, _, nodes = item.partition(":")
+        if not name or not nodes.isdigit() or int(nodes) < 1:
+            raise ValueError(f"mixed groups are PRESET:NODES separated by commas, got {item!r}")
+        pairs.append((name.strip(), int(nodes)))
+    return tuple(pairs)
+
+
+def hetero_dict(step: HeteroStep, mode: str, split: str) -> dict[str, object]:
+    """The JSON object of a mixed step: seconds and bytes unrounded, one entry per group."""
+    types = [
+        {"gpu": t.gpu, "replicas": t.replicas, "microbatches": t.microbatches,
+         "step_time_s": t.step_s, "peak_bytes": t.peak_bytes, "fits": t.fits}
+        for t in step.types
+    ]  # fmt: skip
+    return {
+        "mode": mode,
+        "split": split,
+        "step_time_s": step.step_s,
+        "fits": step.fits,
+        "stage_layers": list(step.stage_layers) if step.stage_layers else None,
+        "types": types,
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -72,3 +73,29 @@ def test_groups_that_do_not_hold_the_replicas_are_refused():
         hetero_dp(MODEL, (H100, load_cluster("dgx-a100", 2)), DP_LAYOUT, WORKLOAD)
     with pytest.raises(ValueError, match="for each of the 4 pipeline ranks"):
         hetero_pp(MODEL, (H100,), (0, 0, 1), PP_LAYOUT, WORKLOAD)
+
+
+def _estimate_json(capsys, monkeypatch, *extra: str) -> dict:
+    from explorer import cli
+
+    monkeypatch.setattr(cli, "COMMANDS", ("estimate",))
+    argv = ["estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "8", "--pp",
+            "4", "--zero", "1", "--gbs", "256", "--seq", "4096", "--recompute", "full",
+            *extra, "--json"]  # fmt: skip
+    assert cli.main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_estimate_cli_reports_a_mixed_data_parallel_step(capsys, monkeypatch):
+    out = _estimate_json(capsys, monkeypatch, "--dp", "2", "--mixed-groups",
+                         "hgx-h100:4,dgx-a100:4", "--mixed-split", "speed")  # fmt: skip
+    mixed = out["mixed"]
+    assert mixed["mode"] == "dp" and [t["replicas"] for t in mixed["types"]] == [1, 1]
+    assert mixed["step_time_s"] == max(t["step_time_s"] for t in mixed["types"])
+    assert sum(t["microbatches"] for t in mixed["types"]) == 2 * out["microbatches"]
+
+
+def test_the_estimate_cli_reports_a_mixed_pipeline(capsys, monkeypatch):
+    out = _estimate_json(capsys, monkeypatch, "--dp", "1", "--mixed-groups",
+                         "hgx-h100:2,dgx-a100:2", "--mixed-placement", "0,0,1,1")  # fmt: skip
+    assert out["mixed"]["mode"] == "pp" and sum(out["mixed"]["stage_layers"]) == 80

@@ -36,6 +36,7 @@ from explorer.cli.importing import (
     imported_result,
 )
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
+from explorer.hetero import hetero_dict, hetero_dp, hetero_pp, parse_groups
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
     ActivationRecipe,
@@ -45,7 +46,8 @@ from explorer.memory import (
 )
 from explorer.memory.training import StageMemory
 from explorer.precision import precision_policy
-from explorer.specs import MESH_ORDER
+from explorer.presets import load_cluster
+from explorer.specs import MESH_ORDER, Layout, ModelSpec, TrainingWorkload
 from explorer.straggler import STRAGGLER_WHERE, Straggler, straggler_cost, straggler_dict
 from explorer.units import GiB
 
@@ -59,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_layout(parser)
     add_workload(parser)
     add_straggler(parser)
+    add_mixed(parser)
     group = parser.add_argument_group("assumptions")
     group.add_argument(
         "--attention",
@@ -109,6 +112,53 @@ def add_straggler(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--straggler-axis", choices=MESH_ORDER, default="dp",
                        help="mesh axis whose collectives cross the slow link")  # fmt: skip
+
+
+def add_mixed(parser: argparse.ArgumentParser) -> None:
+    """``--mixed-*``: a cluster of several GPU types (explorer.hetero)."""
+    group = parser.add_argument_group("mixed cluster")
+    group.add_argument(
+        "--mixed-groups",
+        default=None,
+        metavar="PRESET:NODES,...",
+        help="cluster presets and node counts, e.g. hgx-h100:4,dgx-a100:4",
+    )
+    group.add_argument(
+        "--mixed-split",
+        choices=("even", "speed"),
+        default="even",
+        help="data-parallel batch split over the types: even, or by speed",
+    )
+    group.add_argument(
+        "--mixed-placement",
+        default=None,
+        metavar="G,G,...",
+        help="group index of each pipeline rank: a pipeline across types",
+    )
+
+
+def mixed_from(
+    args: argparse.Namespace,
+    model: ModelSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    assumptions: EstimateAssumptions,
+) -> dict | None:
+    """The mixed step the flags describe, as JSON; None without ``--mixed-groups``."""
+    if getattr(args, "mixed_groups", None) is None:
+        return None
+    groups = tuple(load_cluster(name, nodes) for name, nodes in parse_groups(args.mixed_groups))
+    if args.mixed_placement is None:
+        step = hetero_dp(model, groups, layout, workload, args.mixed_split, assumptions)
+        return hetero_dict(step, "dp", args.mixed_split)
+    words = args.mixed_placement.split(",")
+    if not all(w.strip().isdigit() for w in words):
+        raise ValueError(
+            f"--mixed-placement is group indices separated by commas, got {args.mixed_placement!r}"
+        )
+    placement = tuple(int(w) for w in words)
+    step = hetero_pp(model, groups, placement, layout, workload, assumptions)
+    return hetero_dict(step, "pp", "layers by speed")
 
 
 def straggler_from(args: argparse.Namespace) -> Straggler | None:
@@ -176,6 +226,7 @@ def run(args: argparse.Namespace) -> dict:
     slow = None
     if straggler is not None:
         slow = straggler_cost(model, cluster, layout, workload, straggler, assumptions)
+    mixed = mixed_from(args, model, layout, workload, assumptions)
     return {
         "model": model.name,
         "gpu": cluster.gpu.name,
@@ -188,6 +239,7 @@ def run(args: argparse.Namespace) -> dict:
         "calibration": calibration_json(args, figures),
         "imported": imported_result(args),
         **({"straggler": straggler_dict(slow)} if slow else {}),
+        **({"mixed": mixed} if mixed else {}),
     }
 
 
@@ -216,6 +268,7 @@ def render(result: dict) -> str:
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
     lines += _straggler_lines(result.get("straggler"))
+    lines += _mixed_lines(result.get("mixed"))
     return "\n".join(lines + imported_lines(result))
 
 
@@ -247,3 +300,21 @@ def _step_lines(result: dict) -> list[str]:
         f"  exposed communication per step: {exposed or 'none'}",
         *[f"  warning: {w}" for w in result["comm_warnings"]],
     ]
+
+
+def _mixed_lines(found: dict | None) -> list[str]:
+    """The mixed cluster's step and each GPU type's share (seconds, GiB = 2^30 bytes)."""
+    if not found:
+        return []
+    layers = f", layers per rank {found['stage_layers']}" if found["stage_layers"] else ""
+    lines = [
+        f"  mixed cluster ({found['mode']}, {found['split']}): step "
+        f"{found['step_time_s']:.3f} s{layers}" + ("" if found["fits"] else " (does NOT fit)")
+    ]
+    lines += [
+        f"    {t['gpu']}: {t['replicas']} x, {t['microbatches']} micro-batches, "
+        f"{t['step_time_s']:.3f} s, peak {t['peak_bytes'] / GiB:.2f} GiB"
+        + ("" if t["fits"] else " (does NOT fit)")
+        for t in found["types"]
+    ]
+    return lines
