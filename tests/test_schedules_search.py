@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_search import SIMULATED, _check_bounds_on_sampled_layouts
 
-from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, estimate
 from explorer.mesh import Problem, SearchSpace, enumerate_layouts
 from explorer.presets import load_cluster, load_model
 from explorer.schedules import StageTimes, build_schedule, simulate
 from explorer.search import search
 from explorer.search.shapes import arrival_bound_s
-from explorer.specs import V_SHAPED, TrainingWorkload
+from explorer.specs import V_SHAPED, Layout, TrainingWorkload
 
 
 @settings(max_examples=40, deadline=None)
@@ -76,3 +76,16 @@ def test_the_pruned_top_equals_an_exhaustive_search_over_v_shaped_schedules():
     top = full.layouts.head(10)
     assert pruned.layouts[keys].values.tolist() == top[keys].values.tolist()
     assert set(V_SHAPED) <= set(full.layouts["schedule"])
+
+
+def test_dualpipev_hides_the_expert_all_to_alls_as_dualpipe_does():
+    # deepseek-ai/DualPipe: DualPipeV keeps DualPipe's overlapped F&B pairs, so the EP
+    # all-to-alls hide at CommAssumptions.dualpipe_ep_overlap; ZB-V, on the same V, does not.
+    model, cluster = load_model("mixtral-8x7b"), load_cluster("hgx-h100", 8)
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=256)
+    exposed = {}
+    for name in ("zb-v", "dualpipev", "dualpipe"):
+        layout = Layout(tp=2, pp=4, dp=8, ep=8, zero=1, schedule=name, recompute="full")
+        exposed[name] = estimate(model, cluster, layout, workload).exposed_comm_by_axis_s["ep"]
+    assert exposed["zb-v"] > 0
+    assert exposed["dualpipev"] == exposed["dualpipe"] < exposed["zb-v"]

@@ -201,10 +201,11 @@ class Bounds:
         memory floors fit: terms in increasing order, each pipeline's floors computed only
         when its turn comes (``MemoryFloor.least_zero``, once per plan shape)."""
         variants, rc = self._variants(c), c.recompute or "none"
-        flags = [s == "dualpipe" and c.pp > 1 for s, _ in variants]
+        flags = [s in ("dualpipe", "dualpipev") and c.pp > 1 for s, _ in variants]  # EP overlap
+        copies = {s == "dualpipe" and c.pp > 1 for s, _ in variants}  # two parameter copies
         stages = [c.zero] if c.zero is not None else list(self.p.space.zero_stages)
         if memory:  # the model-states floor sees only the degrees and DualPipe
-            fit = [self.floor.states_fit(c, flag) for flag in set(flags)]
+            fit = [self.floor.states_fit(c, flag) for flag in copies]
             stages = [z for z in stages if any(z in f for f in fit)]
         if not stages:
             return float("inf")
@@ -269,7 +270,7 @@ class Bounds:
         term is at least that; the bubble and the memory floors only add."""
         space, gbs = self.p.space, self.p.workload.global_batch_size
         dualpipe = dualpipe_possible(c.pp, space.schedules)
-        fit = {z for flag in {False, dualpipe} for z in self.floor.states_fit(c, flag)}
+        fit = set(self.floor.states_fit(c, False))  # DualPipe's two copies only fit fewer
         stages = [z for z in space.zero_stages if z in fit]
         widest = max(space.recomputes, key=RECOMPUTES.index)
         best = float("inf")
@@ -300,7 +301,7 @@ class Bounds:
     def zero_s(self, c: Candidate) -> float:
         """Tier 3: a complete layout's tier-1 bound with its data-parallel collectives and
         the mean tail (per-step collectives, optimizer step), s."""
-        dualpipe = c.schedule == "dualpipe" and c.pp > 1
+        dualpipe = c.schedule in ("dualpipe", "dualpipev") and c.pp > 1  # the EP overlap
         whole, data = self.ctx.whole_of(c, dualpipe=dualpipe), self.ctx.data_of(c, c.zero or 0)
         comm = whole.model_s + data.per_microbatch_s + whole.expert_s
         unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
