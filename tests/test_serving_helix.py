@@ -7,7 +7,7 @@ import pytest
 from explorer.memory.serving import ServingLayout
 from explorer.presets import load_cluster, load_model
 from explorer.serving.assumptions import ServingAssumptions
-from explorer.serving.helix import helix_decode_step
+from explorer.serving.helix import helix_decode_step, helix_points
 from explorer.serving.latency import replica_latency
 from explorer.specs import ServingWorkload
 
@@ -48,3 +48,23 @@ def test_helix_refuses_kvp_below_one_and_pipelines():
         helix_decode_step(model, NVL72, ServingLayout(tp=4), 0, w, A)
     with pytest.raises(ValueError, match="one pipeline stage"):
         helix_decode_step(model, NVL72, ServingLayout(tp=4, pp=2), 2, w, A)
+
+
+def test_the_latency_users_trade_off_puts_helix_ahead_of_tp_and_kv_parallel_alone():
+    # Helix fig. 1 / sec. 4, in kind: Llama-3.1-405B (fp8) at 1M tokens on 64 GPUs. TP 64 holds
+    # the KV of 8 heads 8 times over and fits few users; KV parallel alone (TPA 1) replicates
+    # the attention weights 64 times; TPA 8 x KVP 8 fits the most users at the least latency.
+    model = load_model("llama-3.1-405b")
+    w = ServingWorkload(prompt_len=1_000_000, output_len=512, weights_dtype="fp8", kv_dtype="fp8")
+    points = helix_points(model, NVL72, 64, w, (1, 4, 16, 32, 64), A)
+
+    def most_users(kvp: int) -> float:
+        return max(p.decode_seqs for p in points if p.kvp == kvp and p.fits)
+
+    def latency(kvp: int, users: int) -> float:
+        (p,) = [p for p in points if p.kvp == kvp and p.decode_seqs == users]
+        return p.token_latency_s
+
+    assert most_users(8) >= 4 * most_users(1)
+    assert latency(8, 4) < latency(1, 4) and latency(8, 4) < latency(64, 4)
+    assert latency(8, 4) == min(latency(k, 4) for k in (1, 2, 4, 8, 16, 32, 64))

@@ -19,7 +19,7 @@ bytes (2 floats per head, small beside B x H / TPA), prefill.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.comm.collectives import collective_s
 from explorer.counting import layer_params
@@ -51,6 +51,12 @@ class HelixStep:
     """Sequences decoding in the step (one token each)."""
     roofline: Roofline
     """Compute, memory and exposed communication of the step, s."""
+    weights_bytes: float
+    """Weights on one GPU: attention over TPA, the FFN and experts over TPA x KVP."""
+    kv_bytes: float
+    """KV cache on one GPU at the full context of every sequence: 1/KVP of its TPA share."""
+    fits: bool
+    """Whether weights and KV fit the engine's share of the GPU (gpu_memory_utilization)."""
 
     @property
     def token_latency_s(self) -> float:
@@ -84,9 +90,11 @@ def helix_decode_step(
     kvp: int,
     workload: ServingWorkload,
     assumptions: ServingAssumptions,
+    decoding: float | None = None,
 ) -> HelixStep:
     """One decode step of a replica with attention TP ``layout.tp`` (TPA) x KV parallel
-    ``kvp`` and the FFN over all TPA x KVP GPUs, s (module docstring).
+    ``kvp`` and the FFN over all TPA x KVP GPUs, s (module docstring). ``decoding`` sequences
+    decode in the step; None takes the planner's (chunked prefill caps them).
 
     Raises ValueError (one sentence) for kvp < 1, or kvp > 1 with pipeline or expert parallel.
     Source: Helix (arXiv:2507.07120) sec. 3; explorer.serving.latency's roofline.
@@ -95,7 +103,8 @@ def helix_decode_step(
     w, a, tpa, n = workload, assumptions, layout.tp, layout.tp * kvp
     case = _Case(model, cluster, layout, workload, assumptions)
     (shape,) = stage_shapes(model, layout, w.weights_dtype, w.kv_dtype, a.memory)
-    b, context = decode_seqs(w, a), w.prompt_len + w.output_len / 2
+    b = decode_seqs(w, a) if decoding is None else decoding
+    context = w.prompt_len + w.output_len / 2
     base = _mixed_stage_step(case, shape, b, context, 0.0, 0.0)
     keep = 1.0 - 1.0 / kvp  # the share KV parallelism takes off each GPU
     # bytes: the FFN's weights (TP over N, not TPA), the touched experts, the KV cache
@@ -111,7 +120,37 @@ def helix_decode_step(
     memory_s = base.memory_s - (ffn + experts + kv) * keep / hbm
     compute_s = base.compute_s - _split_flops_s(case, shape, b, context) * keep
     roofline = Roofline(compute_s, memory_s, _comm_s(case, shape, b, n, kvp))
-    return HelixStep(kvp=kvp, tpa=tpa, decode_seqs=b, roofline=roofline)
+    routed = sum(layer_params(model, i).routed_experts for i in shape.layers)
+    spare = 1.0 + layout.redundant_experts / model.n_routed_experts if model.is_moe else 1.0
+    weights = shape.weights_bytes - (ffn + routed * spare / tpa * bpp) * keep
+    held = w.concurrency * (w.prompt_len + w.output_len) * shape.kv_bytes_per_token / kvp
+    room = a.memory.gpu_memory_utilization * cluster.gpu.memory_bytes
+    return HelixStep(kvp=kvp, tpa=tpa, decode_seqs=b, roofline=roofline,
+                     weights_bytes=weights, kv_bytes=held, fits=weights + held <= room)  # fmt: skip
+
+
+def helix_points(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gpus: int,
+    workload: ServingWorkload,
+    concurrencies: tuple[int, ...],
+    assumptions: ServingAssumptions,
+) -> list[HelixStep]:
+    """Token latency against concurrent users on ``gpus`` GPUs, as Helix fig. 1 draws them:
+    plain TP (KVP 1), KV parallel alone (TPA 1) and every TPA x KVP = gpus between, at each
+    concurrency, every user decoding each step (decode on its own GPUs, prefill elsewhere, as
+    the paper times it); the points that do not fit are kept, marked (``fits``).
+
+    Source: Helix (arXiv:2507.07120) sec. 4 (the throughput-latency Pareto over layouts).
+    """
+    out = []
+    for kvp in (d for d in range(1, gpus + 1) if gpus % d == 0):
+        layout = ServingLayout(tp=gpus // kvp)
+        for users in concurrencies:
+            w = replace(workload, concurrency=users)
+            out.append(helix_decode_step(model, cluster, layout, kvp, w, assumptions, users))
+    return out
 
 
 def _split_flops_s(case: _Case, shape: StageShape, tokens: float, context: float) -> float:
