@@ -9,17 +9,20 @@ checks the round trip over the presets and the search's layouts).
 
 from __future__ import annotations
 
-from explorer.partition import chunk_sizes
+from explorer.partition import chunk_sizes, v_chunk_sizes
 from explorer.precision import precision_policy
-from explorer.specs import Layout, TrainingWorkload
+from explorer.specs import V_SHAPED, Layout, TrainingWorkload
 
 _TORCHTITAN_SCHEDULES = {
     "gpipe": "GPipe",
     "1f1b": "1F1B",
     "interleaved": "Interleaved1F1B",
     "zb-h1": "InterleavedZeroBubble",  # torch.distributed.pipelining's zero-bubble schedule
-    "dualpipe": "DualPipeV",  # the V-shaped variant; plain DualPipe is not in torch
+    "dualpipe": "DualPipeV",  # plain DualPipe is not in torch: a comment names the tool's
+    "zb-v": "ZBVZeroBubble",  # torch.distributed.pipelining ScheduleZBVZeroBubble
+    "dualpipev": "DualPipeV",  # torch.distributed.pipelining ScheduleDualPipeV
 }
+"""The tool's schedule -> torch.distributed.pipelining's name (get_schedule_class keys)."""
 
 
 def megatron_arguments(layout: Layout, workload: TrainingWorkload, num_layers: int) -> list[str]:
@@ -59,7 +62,7 @@ def _megatron_pipeline(layout: Layout, num_layers: int) -> list[str]:
         out.append(f"--decoder-last-pipeline-num-layers {layout.last_stage_layers}")
     if layout.pipeline_layout is not None:  # the string replaces every other stage flag
         out = [f'--pipeline-model-parallel-layout "{layout.pipeline_layout}"']
-    if layout.schedule in ("gpipe", "zb-h1", "dualpipe") and pp > 1:
+    if layout.schedule in ("gpipe", "zb-h1", "dualpipe", "zb-v", "dualpipev") and pp > 1:
         out.append(
             f"# explorer: schedule={layout.schedule}: not a Megatron-LM flag; Megatron runs 1F1B"
         )
@@ -226,6 +229,11 @@ def _torchtitan_pipeline(layout: Layout, num_layers: int | None) -> list[str]:
         "pipeline_parallel_first_stage_less_layers = 0  # the tool splits blocks evenly",
         "pipeline_parallel_last_stage_less_layers = 0",
     ]
+    if schedule == "dualpipe":
+        lines.append(
+            "# explorer: schedule=dualpipe: torch has no bidirectional DualPipe; DualPipeV "
+            "(a V, one parameter copy) runs instead"
+        )
     lines += _torchtitan_stage_layers(layout, schedule, num_layers)
     if schedule == "interleaved" and v != 2:
         if num_layers is not None and num_layers % (layout.pp * v) == 0:
@@ -242,6 +250,9 @@ def rank_layers(layout: Layout, num_layers: int) -> tuple[int, ...]:
     pp = layout.pp
     if layout.schedule == "dualpipe":
         return tuple(sizes[r] + sizes[pp - 1 - r] for r in range(pp))
+    if layout.schedule in V_SHAPED and pp > 1:  # rank r holds chunks r and 2P-1-r
+        v_sizes = v_chunk_sizes(num_layers, pp, layout.stage_layers)
+        return tuple(v_sizes[r] + v_sizes[2 * pp - 1 - r] for r in range(pp))
     return tuple(sum(sizes[r::pp]) for r in range(pp))
 
 
@@ -266,6 +277,8 @@ def _torchtitan_stage_layers(layout: Layout, schedule: str, num_layers: int | No
     dealt = dealt_layers(layout.pp * per_rank, num_layers, 0, 0)
     pp = layout.pp
     have = tuple(sum(dealt[r::pp]) for r in range(pp))
+    if schedule in V_SHAPED:  # torchtitan's "v" style: stages r and 2P-1-r on rank r
+        have = tuple(dealt[r] + dealt[2 * pp - 1 - r] for r in range(pp))
     if have == want:
         return []
     counts = ",".join(map(str, want))

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from explorer.pipeline_layout import check_against_model, parse_pipeline_layout
 from explorer.schedules import group_size
-from explorer.specs import Layout, ModelSpec, ScheduleName
+from explorer.specs import V_SHAPED, Layout, ModelSpec, ScheduleName
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +147,25 @@ def layout_chunk_sizes(model: ModelSpec, layout: Layout) -> tuple[int, ...]:
     return chunk_sizes(model.num_hidden_layers, layout.pp, layout.virtual_stages, stage_layers)
 
 
-def _ranks_of_chunks(pp: int, virtual: int, dualpipe: bool) -> tuple[tuple[int, ...], ...]:
-    """Pipeline ranks holding each chunk (DualPipe: stage s on ranks s and P-1-s)."""
+def v_chunk_sizes(
+    num_layers: int, pp: int, stage_layers: tuple[int, ...] | None = None
+) -> tuple[int, ...]:
+    """Blocks per chunk of a V placement (ZB-V, DualPipeV) in route order: 2P chunks, chunk q
+    on rank q, then rank 2P-1-q; explicit ``stage_layers`` (per rank) split evenly over a
+    rank's two chunks. Source: Qi et al. 2024 (arXiv:2401.10241) sec. 6."""
+    if stage_layers is None:
+        return balanced_chunk_sizes(num_layers, 2 * pp)
+    interleaved = chunk_sizes(num_layers, pp, 2, stage_layers)  # c = chunk x P + rank
+    return interleaved[:pp] + tuple(interleaved[pp + r] for r in reversed(range(pp)))
+
+
+def _ranks_of_chunks(
+    pp: int, virtual: int, dualpipe: bool, vshape: bool = False
+) -> tuple[tuple[int, ...], ...]:
+    """Pipeline ranks holding each chunk (DualPipe: stage s on ranks s and P-1-s; V placement:
+    chunk q on rank q, then 2P-1-q)."""
+    if vshape:
+        return tuple((q if q < pp else 2 * pp - 1 - q,) for q in range(2 * pp))
     if dualpipe:
         if pp % 2:
             raise ValueError(f"dualpipe needs an even number of stages, got pp = {pp}")
@@ -161,9 +178,13 @@ def pipeline_plan(model: ModelSpec, layout: Layout) -> tuple[StagePlan, ...]:
     dualpipe = layout.schedule == "dualpipe" and layout.pp > 1
     if dualpipe and layout.pipeline_layout is not None:
         raise ValueError("pipeline_layout is Megatron's; it does not describe DualPipe's stages")
+    vshape = layout.schedule in V_SHAPED and layout.pp > 1
+    if vshape and layout.pipeline_layout is not None:
+        raise ValueError("pipeline_layout is Megatron's; it does not describe a V placement")
+    virtual = 2 if vshape else layout.virtual_stages
     key = (layout.stage_layers, layout.first_stage_layers, layout.last_stage_layers,
            layout.pipeline_layout)  # fmt: skip
-    return _plan(model, layout.pp, layout.virtual_stages, dualpipe, key)
+    return _plan(model, layout.pp, virtual, dualpipe, key, vshape)
 
 
 def _ends(model: ModelSpec, layout: Layout, count: int) -> tuple[int, int, int | None]:
@@ -184,14 +205,20 @@ def _plan(
     virtual: int,
     dualpipe: bool,
     key: tuple[tuple[int, ...] | None, int | None, int | None, str | None],
+    vshape: bool = False,
 ) -> tuple[StagePlan, ...]:
     layout = Layout(
         pp=pp, virtual_stages=virtual, schedule="interleaved" if virtual > 1 else "1f1b",
         stage_layers=key[0], first_stage_layers=key[1], last_stage_layers=key[2],
         pipeline_layout=key[3],
     )  # fmt: skip
-    sizes = layout_chunk_sizes(model, layout)
-    owners = _ranks_of_chunks(pp, virtual, dualpipe)
+    if vshape:  # explicit per-rank counts split over the rank's two chunks
+        layers = model.num_hidden_layers
+        rank_layers = key[0] or end_stage_layers(layers, pp, key[1], key[2])
+        sizes = v_chunk_sizes(layers, pp, rank_layers)
+    else:
+        sizes = layout_chunk_sizes(model, layout)
+    owners = _ranks_of_chunks(pp, virtual, dualpipe, vshape)
     held: list[list[int]] = [[] for _ in range(pp)]
     per_rank: list[list[int]] = [[] for _ in range(pp)]
     start = 0
@@ -247,7 +274,10 @@ def closed_form_inflight(
     num_warmup_microbatches; Korthikanti et al. 2022 sec. 4.2.3); V = 1 runs 1F1B's order;
     ZB-H1 P on every stage, since deferred weight passes keep later stages' activations until
     W (Qi et al. 2024, arXiv:2401.10241, sec. 3.1: the peak over stages equals 1F1B's);
-    DualPipe P + 1 (DeepSeek-V3 report Table 2). Each capped by the sets a step runs (M V).
+    DualPipe P + 1 (DeepSeek-V3 report Table 2); V placement (2 half-rank chunks): ZB-V
+    min(P, M, (M + 1 + i) / 2), 2P chunk sets at most, 1F1B's P (Qi et al. 2024 sec. 6),
+    DualPipeV P + 1/2, the 2P + 1 chunk sets of DualPipe's "PP + 1" for 2P chunk-stages
+    (deepseek-ai/DualPipe README). Each capped by the sets a step runs (M V).
     """
     m, p, v = microbatches, pp, virtual
     if schedule == "gpipe":
@@ -257,6 +287,10 @@ def closed_form_inflight(
         return tuple(min(warmup - 2 * i + 1, m * v) / v for i in range(p))
     if schedule == "dualpipe":
         return (float(min(m, p + 1)),) * p
+    if schedule == "zb-v":
+        return tuple(min(p, m, (m + 1 + i) / 2) for i in range(p))
+    if schedule == "dualpipev":
+        return (min(m, p + 0.5),) * p  # M >= 2P always: 2P + 1 chunk sets of 2
     if schedule == "zb-h1":
         return (float(min(m, p)),) * p
     return tuple(float(min(m, p - i)) for i in range(p))  # 1f1b; interleaved with V = 1

@@ -15,7 +15,7 @@ from explorer.pipeline_layout import parse_pipeline_layout
 
 Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed"]
 Recompute = Literal["none", "selective", "full"]
-ScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"]
+ScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev"]
 ZeroStage = Literal[0, 1, 2, 3]
 FfnKind = Literal["swiglu", "gelu", "relu2"]
 NormKind = Literal["rmsnorm", "layernorm"]
@@ -41,7 +41,11 @@ MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16-mixed", "bf16-pure", "fp8-mixed")
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
-SCHEDULES: tuple[ScheduleName, ...] = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe")
+SCHEDULES: tuple[ScheduleName, ...] = (
+    "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev",
+)  # fmt: skip
+V_SHAPED: tuple[ScheduleName, ...] = ("zb-v", "dualpipev")
+"""Schedules that place two chunks per rank in a V: chunks r and 2P-1-r on rank r."""
 RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = (
     "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
 )  # fmt: skip

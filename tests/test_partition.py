@@ -130,6 +130,8 @@ def test_more_chunks_than_layers_is_rejected() -> None:
         pytest.param("interleaved", 8, 64, 4, id="megatron-interleaved-warmup-v4"),
         pytest.param("zb-h1", 4, 16, 1, id="qi2024-zb-h1-peak-p"),
         pytest.param("dualpipe", 8, 32, 1, id="deepseek-v3-table2-dualpipe-p-plus-1"),
+        pytest.param("zb-v", 8, 32, 1, id="qi2024-sec6-zb-v-peak-p-like-1f1b"),
+        pytest.param("dualpipev", 8, 32, 1, id="dualpipe-readme-dualpipev-pp-plus-1-chunks"),
     ],
 )
 def test_simulated_inflight_matches_the_closed_form(schedule, pp: int, m: int, v: int) -> None:
@@ -156,6 +158,8 @@ def _valid_shapes(schedule: str, stages: range, extra: int, virtuals: tuple[int,
         ("zb-h1", (1,)),
         ("interleaved", (1, 2, 3, 4)),
         ("dualpipe", (1,)),
+        ("zb-v", (1,)),
+        ("dualpipev", (1,)),
     ],
 )
 def test_closed_forms_equal_the_simulator_on_a_dense_grid(schedule, virtuals) -> None:
@@ -177,6 +181,8 @@ def test_closed_forms_equal_the_simulator_on_a_dense_grid(schedule, virtuals) ->
         ("interleaved", 8, 50, 6),
         ("dualpipe", 32, 240, 1),
         ("dualpipe", 64, 128, 1),
+        ("zb-v", 16, 240, 1),
+        ("dualpipev", 16, 64, 1),
     ],
 )
 def test_closed_forms_equal_the_simulator_on_search_shapes(schedule, pp, m, v) -> None:
@@ -204,3 +210,19 @@ def test_loss_buffers_wait_for_all_microbatches_only_under_gpipe() -> None:
     assert loss_inflight("gpipe", 4, 16) == 16
     assert loss_inflight("1f1b", 4, 16) == 1
     assert loss_inflight("gpipe", 1, 16) == 1
+
+
+def test_v_placement_puts_chunks_r_and_2p_minus_1_minus_r_on_rank_r() -> None:
+    # Qi et al. 2024 sec. 6: 2P chunks in a V, so rank 0 holds the first and the last blocks,
+    # the embedding and the head, and every rank holds one copy of its share.
+    model = DEEPSEEK_V3_LAYERS
+    plan = pipeline_plan(model, Layout(pp=4, schedule="zb-v"))
+    sizes = balanced_chunk_sizes(model.num_hidden_layers, 8)
+    starts = [sum(sizes[:q]) for q in range(8)]
+    for rank, stage in enumerate(plan):
+        chunks = (rank, 7 - rank)
+        want = [i for q in chunks for i in range(starts[q], starts[q] + sizes[q])]
+        assert list(stage.layers) == want
+        assert stage.copies == 1
+    assert plan[0].has_embedding and plan[0].has_head
+    assert not any(s.has_embedding or s.has_head for s in plan[1:])

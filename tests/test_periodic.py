@@ -46,6 +46,10 @@ def _times(kind: str, stages: int, seed: int = 0) -> StageTimes:
         ("zb-h1", 8, 16, 1),
         ("dualpipe", 8, 16, 1),
         ("dualpipe", 4, 24, 1),
+        ("zb-v", 4, 7, 1),
+        ("zb-v", 8, 20, 1),
+        ("dualpipev", 4, 8, 1),
+        ("dualpipev", 6, 17, 1),
     ],
 )
 @pytest.mark.parametrize("kind", ["equal", "ends", "middle", "random", "p2p"])
@@ -67,6 +71,10 @@ def test_short_steps_equal_the_simulator_to_the_last_bit(name, stages, microbatc
         ("dualpipe", 4, 120),
         ("dualpipe", 8, 400),
         ("dualpipe", 16, 240),
+        ("zb-v", 4, 200),
+        ("zb-v", 6, 300),
+        ("dualpipev", 4, 200),
+        ("dualpipev", 8, 300),
     ],
 )
 @pytest.mark.parametrize("kind", ["equal", "ends", "middle", "random", "p2p"])
@@ -96,8 +104,10 @@ def test_any_step_matches_the_simulator(name, half_stages, extra, seed):
     assert timed.busy_s == pytest.approx(timeline.busy_s, rel=EXTRAPOLATED)
 
 
-PATTERNS = {"1f1b": "FB", "zb-h1": "FBW", "dualpipe": "FBWFBW"}
-"""One steady iteration's kinds (DualPipe: F0 B1 W1 F1 B0 W0)."""
+PATTERNS = {
+    "1f1b": "FB", "zb-h1": "FBW", "dualpipe": "FBWFBW", "zb-v": "FBWFBW", "dualpipev": "FBWFBW",
+}  # fmt: skip
+"""One steady iteration's kinds (DualPipe: F0 B1 W1 F1 B0 W0; ZB-V: F0 B0 W0 F1 B1 W1)."""
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

@@ -23,7 +23,7 @@ EXACT = 1e-9
 """Relative tolerance where the simulation should reproduce a closed form exactly."""
 TIME_TOLERANCE_S = 1e-9
 """Slack when comparing simulated times, s."""
-SPLIT = ("zb-h1", "dualpipe")
+SPLIT = ("zb-h1", "dualpipe", "zb-v", "dualpipev")
 
 
 def _route(name: str, stages: int, microbatches: int, virtual: int, mb: int) -> list:
@@ -32,6 +32,8 @@ def _route(name: str, stages: int, microbatches: int, virtual: int, mb: int) -> 
         if mb < microbatches // 2:
             return [(s, 0) for s in range(stages)]
         return [(stages - 1 - s, 1) for s in range(stages)]
+    if name in ("zb-v", "dualpipev"):  # down the ranks on chunk 0, back up on chunk 1
+        return [(s, 0) for s in range(stages)] + [(stages - 1 - s, 1) for s in range(stages)]
     return [(s, c) for c in range(virtual) for s in range(stages)]
 
 
@@ -122,6 +124,13 @@ CASES = [
     ("dualpipe", 4, 8, 1),
     ("dualpipe", 6, 14, 1),
     ("dualpipe", 8, 20, 1),
+    ("zb-v", 1, 3, 1),
+    ("zb-v", 4, 3, 1),
+    ("zb-v", 4, 7, 1),
+    ("zb-v", 5, 16, 1),
+    ("dualpipev", 1, 2, 1),
+    ("dualpipev", 3, 6, 1),
+    ("dualpipev", 4, 11, 1),
 ]
 
 
@@ -152,6 +161,9 @@ def _valid_requests(draw):
     if name == "dualpipe":
         stages = 2 * draw(st.integers(1, 5))
         microbatches = 2 * draw(st.integers(stages, 3 * stages))
+    elif name == "dualpipev":
+        stages = draw(st.integers(1, 8))
+        microbatches = draw(st.integers(2 * stages, 4 * stages + 3))
     elif name == "interleaved":
         stages, virtual = draw(st.integers(1, 6)), draw(st.integers(1, 4))
         microbatches = draw(st.integers(stages if virtual > 1 else 1, 4 * stages + 3))
@@ -321,6 +333,85 @@ def test_dualpipe_bubble_is_within_table2_and_below_zb1p(stages, f, b, w):
     assert max(idle[0]) < zb1p
 
 
+@pytest.mark.parametrize(
+    ("stages", "microbatches"), [(2, 3), (4, 7), (4, 32), (8, 15), (8, 64), (16, 40)]
+)
+def test_zb_v_idles_only_for_the_first_forward_chain_when_f_b_w_equal(stages, microbatches):
+    # Qi et al. 2024 sec. 6: with T_F = T_B = T_W ZB-V has no bubble once M >= 2P - 1; within
+    # one step the only idle time is the last rank waiting for micro-batch 0's chunk-0
+    # forwards, (P-1) T_F of a chunk, which post-validation overlaps with the step before.
+    # A chunk is half a rank: F = B = W = 1 per rank, 0.5 per chunk.
+    timeline = simulate(build_schedule("zb-v", stages, microbatches), _unit_times("zb-v", stages))
+    assert timeline.makespan_s == pytest.approx(3 * microbatches + (stages - 1) * 0.5, rel=EXACT)
+    assert timeline.idle_s == pytest.approx(((stages - 1) * 0.5,) * stages, rel=EXACT)
+
+
+@pytest.mark.parametrize(("stages", "microbatches"), [(4, 8), (4, 32), (8, 15), (8, 64)])
+def test_zb_v_holds_1f1b_peak_on_every_rank_with_one_parameter_copy(stages, microbatches):
+    # Qi et al. 2024 sec. 6: 2P chunk activations of half a rank each, 1F1B's first-stage P.
+    schedule = build_schedule("zb-v", stages, microbatches)
+    assert schedule.parameter_copies == (1,) * stages
+    assert peak_inflight("zb-v", stages, microbatches) == (float(stages),) * stages
+    assert max(peak_inflight("1f1b", stages, microbatches)) == stages
+
+
+@pytest.mark.parametrize(
+    ("stages", "f", "b", "w"),
+    [
+        pytest.param(2, 1.0, 1.0, 1.0, id="dualpipe-readme-dualpipev-p2-equal"),
+        pytest.param(4, 1.0, 1.0, 1.0, id="dualpipe-readme-dualpipev-p4-equal"),
+        pytest.param(8, 1.0, 1.0, 1.0, id="dualpipe-readme-dualpipev-p8-equal"),
+        pytest.param(8, 1.0, 2.0, 1.0, id="dualpipe-readme-dualpipev-p8-slow-b"),
+        pytest.param(8, 2.0, 2.0, 1.0, id="dualpipe-readme-dualpipev-p8-slow-f"),
+    ],
+)
+def test_dualpipev_bubble_is_the_readme_formula_over_its_2p_stages(stages, f, b, w):
+    # deepseek-ai/DualPipe README: DualPipeV ("cut-in-half" DualPipe) on PP/2 ranks has the
+    # bubble (PP/2 - 1)(F&B + B - 3W), PP = 2P chunk-stages, F, B (full), W of one chunk; here
+    # F&B = F + B (the overlap is not modelled). A chunk is half a rank's times.
+    times = StageTimes.uniform(stages, f, b, w)
+    cf, cb, cw = f / 2, (b + w) / 2, w / 2  # per chunk; cb the full backward
+    readme = (stages - 1) * ((cf + cb) + cb - 3 * cw)
+    zb1p = (2 * stages - 1) * (cf + cb - 2 * cw)  # ZB-H1 over the same 2P chunk-stages
+    runs = [simulate(build_schedule("dualpipev", stages, m), times) for m in (2 * stages, 64)]
+    idle = [run.idle_s for run in runs]
+    assert idle[0] == pytest.approx(idle[1], rel=EXACT)  # a fixed cost, whatever M
+    assert max(idle[0]) <= readme + TIME_TOLERANCE_S
+    assert max(idle[0]) < zb1p
+
+
+@pytest.mark.parametrize(("stages", "microbatches"), [(2, 4), (4, 8), (8, 40)])
+def test_dualpipev_holds_pp_plus_1_chunks_and_one_parameter_copy(stages, microbatches):
+    # deepseek-ai/DualPipe README: activation PP + 1 chunk sets (2P + 1 halves of a rank).
+    schedule = build_schedule("dualpipev", stages, microbatches)
+    assert schedule.parameter_copies == (1,) * stages
+    assert peak_inflight("dualpipev", stages, microbatches) == ((2 * stages + 1) / 2,) * stages
+
+
+def test_dualpipev_ranks_follow_torchs_steps():
+    # torch ScheduleDualPipeV, P = 2, M = 4, rank 1: step 1 none, step 2 F0 F1 twice, step 3
+    # none, step 4 (M - 2P + r + 1 = 2): the first F0 B1 unpaired on the last rank, F1 B0
+    # pairs; steps 5-8.
+    labels = " ".join(a.label for a in build_schedule("dualpipev", 2, 4).actions[1])
+    assert labels.startswith("F0 F0.1 F1 F1.1 F2 B0.1 W0.1 F2.1 B0 W0 F3 B1.1 W1.1 F3.1 B1 W1")
+
+
+def test_zb_v_first_rank_follows_torchs_warmup():
+    # torch ScheduleZBVZeroBubble, rank 0 of 2: 2P - 1 = 3 F0, no F1 F0 pairs, P = 2 groups
+    # F1 B1 W1, then F0 B0 W0 F1 B1 W1.
+    labels = " ".join(a.label for a in build_schedule("zb-v", 2, 6).actions[0][:15])
+    assert labels == "F0 F1 F2 F0.1 B0.1 W0.1 F1.1 B1.1 W1.1 F3 B0 W0 F2.1 B2.1 W2.1"
+
+
+def test_v_shaped_chunks_take_half_their_ranks_time():
+    times = StageTimes(forward_s=(2.0, 4.0), backward_s=(2.0, 2.0), weight_s=(1.0, 1.0))
+    for name in ("zb-v", "dualpipev"):
+        events = simulate(build_schedule(name, 2, 4), times).events
+        for e in events:
+            if e.kind == "F":
+                assert e.end_s - e.start_s == pytest.approx(times.forward_s[e.stage] / 2)
+
+
 def test_dualpipe_with_two_stages_has_no_bubble():
     timeline = simulate(build_schedule("dualpipe", 2, 8), StageTimes.uniform(2, 1.0, 1.0, 1.0))
     assert timeline.bubble_fraction == pytest.approx(0.0, abs=EXACT)
@@ -372,6 +463,8 @@ def test_p2p_time_increases_the_makespan(name, stages, microbatches, virtual):
         (("dualpipe", 4, 9, 1), "even number of microbatches, at least twice the stages"),
         (("dualpipe", 4, 6, 1), "at least twice the stages"),
         (("dualpipe", 4, 8, 2), "virtual must be 1"),
+        (("zb-v", 4, 8, 2), "virtual must be 1"),
+        (("dualpipev", 4, 7, 1), r"at least twice the stages \(8\) microbatches"),
         (("pipedream", 4, 8, 1), "schedule must be one of"),
     ],
 )

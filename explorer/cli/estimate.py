@@ -37,6 +37,7 @@ from explorer.cli.importing import (
     imported_result,
 )
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
+from explorer.hetero import hetero_dict, hetero_dp, hetero_pp, parse_groups
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
     ActivationRecipe,
@@ -46,6 +47,9 @@ from explorer.memory import (
 )
 from explorer.memory.training import StageMemory
 from explorer.precision import precision_policy
+from explorer.presets import load_cluster
+from explorer.specs import MESH_ORDER, Layout, ModelSpec, TrainingWorkload
+from explorer.straggler import STRAGGLER_WHERE, Straggler, straggler_cost, straggler_dict
 from explorer.units import GiB
 
 NAME = "estimate"
@@ -57,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster(parser)
     add_layout(parser)
     add_workload(parser)
+    add_straggler(parser)
+    add_mixed(parser)
     group = parser.add_argument_group("assumptions")
     group.add_argument(
         "--attention",
@@ -82,6 +88,89 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_calibration(group)
     add_import(parser, LAYOUT_DESTS + WORKLOAD_DESTS[:-1])  # estimate takes no --gpus
     add_cost(parser)
+
+
+def add_straggler(parser: argparse.ArgumentParser) -> None:
+    """``--straggler-*``: one slow replica, pipeline rank or link (explorer.straggler)."""
+    group = parser.add_argument_group("straggler")
+    group.add_argument(
+        "--straggler-slowdown",
+        type=float,
+        default=None,
+        help="extra time of the slow part as a fraction (0.1 = 10%% slower)",
+    )
+    group.add_argument(
+        "--straggler-where",
+        choices=STRAGGLER_WHERE,
+        default="dp",
+        help="dp: one data-parallel replica; pp-stage: one pipeline rank; "
+        "link: the links of one pipeline rank's group on --straggler-axis",
+    )
+    group.add_argument(
+        "--straggler-stage",
+        type=int,
+        default=0,
+        help="pipeline rank of the slow GPUs or link, 0-based",
+    )
+    group.add_argument("--straggler-axis", choices=MESH_ORDER, default="dp",
+                       help="mesh axis whose collectives cross the slow link")  # fmt: skip
+
+
+def add_mixed(parser: argparse.ArgumentParser) -> None:
+    """``--mixed-*``: a cluster of several GPU types (explorer.hetero)."""
+    group = parser.add_argument_group("mixed cluster")
+    group.add_argument(
+        "--mixed-groups",
+        default=None,
+        metavar="PRESET:NODES,...",
+        help="cluster presets and node counts, e.g. hgx-h100:4,dgx-a100:4",
+    )
+    group.add_argument(
+        "--mixed-split",
+        choices=("even", "speed"),
+        default="even",
+        help="data-parallel batch split over the types: even, or by speed",
+    )
+    group.add_argument(
+        "--mixed-placement",
+        default=None,
+        metavar="G,G,...",
+        help="group index of each pipeline rank: a pipeline across types",
+    )
+
+
+def mixed_from(
+    args: argparse.Namespace,
+    model: ModelSpec,
+    layout: Layout,
+    workload: TrainingWorkload,
+    assumptions: EstimateAssumptions,
+) -> dict | None:
+    """The mixed step the flags describe, as JSON; None without ``--mixed-groups``."""
+    if getattr(args, "mixed_groups", None) is None:
+        return None
+    groups = tuple(load_cluster(name, nodes) for name, nodes in parse_groups(args.mixed_groups))
+    if args.mixed_placement is None:
+        step = hetero_dp(model, groups, layout, workload, args.mixed_split, assumptions)
+        return hetero_dict(step, "dp", args.mixed_split)
+    words = args.mixed_placement.split(",")
+    if not all(w.strip().isdigit() for w in words):
+        raise ValueError(
+            f"--mixed-placement is group indices separated by commas, got {args.mixed_placement!r}"
+        )
+    placement = tuple(int(w) for w in words)
+    step = hetero_pp(model, groups, placement, layout, workload, assumptions)
+    return hetero_dict(step, "pp", "layers by speed")
+
+
+def straggler_from(args: argparse.Namespace) -> Straggler | None:
+    """The straggler the flags describe; None without ``--straggler-slowdown``."""
+    if getattr(args, "straggler_slowdown", None) is None:
+        return None
+    return Straggler(
+        slowdown=args.straggler_slowdown, where=args.straggler_where,
+        stage=args.straggler_stage, axis=args.straggler_axis,
+    )  # fmt: skip
 
 
 def assumptions_from(args: argparse.Namespace) -> TrainingAssumptions:
@@ -135,6 +224,11 @@ def run(args: argparse.Namespace) -> dict:
     step = estimate(model, cluster, layout, workload, assumptions)
     result = step.memory  # training_memory, as estimate computes it
     timing = estimate_dict(step)
+    straggler = straggler_from(args)
+    slow = None
+    if straggler is not None:
+        slow = straggler_cost(model, cluster, layout, workload, straggler, assumptions)
+    mixed = mixed_from(args, model, layout, workload, assumptions)
     return {
         "model": model.name,
         "gpu": cluster.gpu.name,
@@ -153,6 +247,8 @@ def run(args: argparse.Namespace) -> dict:
             num_gpus=layout.world_size,
             gpu=cluster.gpu,
         ),
+        **({"straggler": straggler_dict(slow)} if slow else {}),
+        **({"mixed": mixed} if mixed else {}),
     }
 
 
@@ -181,7 +277,24 @@ def render(result: dict) -> str:
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
     lines += cost_lines(result.get("cost"))
+    lines += _straggler_lines(result.get("straggler"))
+    lines += _mixed_lines(result.get("mixed"))
     return "\n".join(lines + imported_lines(result))
+
+
+def _straggler_lines(found: dict | None) -> list[str]:
+    """The straggler's step and the mitigations, fastest first (seconds)."""
+    if not found:
+        return []
+    where = found["where"] + ("" if found["where"] == "dp" else f" {found['stage']}")
+    lines = [
+        f"  straggler {found['slowdown']:.0%} slower ({where}): step {found['step_time_s']:.3f} s"
+        f" (+{found['cost_fraction']:.1%})"
+    ]
+    lines += [
+        f"    {m['name']}: {m['step_time_s']:.3f} s, {m['detail']}" for m in found["mitigations"]
+    ]
+    return lines
 
 
 def _step_lines(result: dict) -> list[str]:
@@ -197,3 +310,21 @@ def _step_lines(result: dict) -> list[str]:
         f"  exposed communication per step: {exposed or 'none'}",
         *[f"  warning: {w}" for w in result["comm_warnings"]],
     ]
+
+
+def _mixed_lines(found: dict | None) -> list[str]:
+    """The mixed cluster's step and each GPU type's share (seconds, GiB = 2^30 bytes)."""
+    if not found:
+        return []
+    layers = f", layers per rank {found['stage_layers']}" if found["stage_layers"] else ""
+    lines = [
+        f"  mixed cluster ({found['mode']}, {found['split']}): step "
+        f"{found['step_time_s']:.3f} s{layers}" + ("" if found["fits"] else " (does NOT fit)")
+    ]
+    lines += [
+        f"    {t['gpu']}: {t['replicas']} x, {t['microbatches']} micro-batches, "
+        f"{t['step_time_s']:.3f} s, peak {t['peak_bytes'] / GiB:.2f} GiB"
+        + ("" if t["fits"] else " (does NOT fit)")
+        for t in found["types"]
+    ]
+    return lines

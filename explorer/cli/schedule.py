@@ -13,7 +13,7 @@ from explorer.specs import SCHEDULES
 NAME = "schedule"
 HELP = "simulate a pipeline schedule: makespan, bubble, activations in flight, every action"
 
-SPLIT_BACKWARD = ("zb-h1", "dualpipe")
+SPLIT_BACKWARD = ("zb-h1", "dualpipe", "zb-v", "dualpipev")
 """Schedules that run the weight gradient W apart from the input gradient B."""
 TEXT_WIDTH = 120
 """Characters per stage line in the text picture."""
@@ -36,13 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backward",
         type=SECONDS,
         default=None,
-        help="backward B, s: 2 by default; 1 (the input gradient) for zb-h1 and dualpipe",
+        help="backward B, s: 2 by default; 1 (the input gradient) for the split schedules",
     )
     parser.add_argument(
         "--weight",
         type=SECONDS,
         default=None,
-        help="weight gradient W, s: 1 for zb-h1 and dualpipe, else 0 (added to B when not split)",
+        help="weight gradient W, s: 1 for zb-h1, dualpipe, zb-v and dualpipev, else 0 (added to B)",
     )
     parser.add_argument("--p2p", type=SECONDS, default=0.0, help="stage-to-stage transfer, s")
 

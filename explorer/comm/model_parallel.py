@@ -63,7 +63,7 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     per_pass = 2 * work.num_moe_layers
     counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))
     share = ctx.assumptions.ep_overlap
-    if ctx.layout.schedule == "dualpipe":
+    if ctx.layout.schedule in ("dualpipe", "dualpipev"):  # DualPipeV: the same F&B overlap
         share = max(share, ctx.assumptions.dualpipe_ep_overlap)
     what = ("token dispatch and combine", "their gradients")
     one = ep_all_to_all_s(ctx, size)

@@ -86,9 +86,10 @@ class PassTimes:
 
 
 def all_to_alls_overlap(layout: Layout) -> bool:
-    """Whether EP all-to-alls run beside the compute (DualPipe with EP), holding some SMs
-    (``ComputeAssumptions.comm_sm_share``). Source: DeepSeek-V3 report sec. 3.2.2."""
-    return layout.schedule == "dualpipe" and layout.pp > 1 and layout.ep > 1
+    """Whether EP all-to-alls run beside the compute (DualPipe or DualPipeV with EP), holding
+    some SMs (``ComputeAssumptions.comm_sm_share``). Source: DeepSeek-V3 report sec. 3.2.2;
+    deepseek-ai/DualPipe (DualPipeV keeps DualPipe's F&B overlap)."""
+    return layout.schedule in ("dualpipe", "dualpipev") and layout.pp > 1 and layout.ep > 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,8 @@ SCHEDULES: MappingProxyType[str, tuple[ScheduleName, int | None]] = MappingProxy
         "interleaved1f1b": ("interleaved", None),
         "loopedbfs": ("interleaved", None),
         "interleavedzerobubble": ("zb-h1", None),
-        "zbvzerobubble": ("zb-h1", 2),
-        "dualpipev": ("dualpipe", 2),
+        "zbvzerobubble": ("zb-v", 2),
+        "dualpipev": ("dualpipev", 2),
     }
 )
 """torch.distributed.pipelining schedule (lower case, ``Schedule`` prefix dropped) -> the tool's

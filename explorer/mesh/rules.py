@@ -21,6 +21,7 @@ from explorer.divisibility import (
 from explorer.mesh.space import Candidate, Problem, expert_data_parallel, num_microbatches
 from explorer.partition import balanced_chunk_sizes
 from explorer.schedules.builders import require_valid
+from explorer.specs import V_SHAPED
 
 Rule = Callable[[Problem, Candidate], str | None]
 
@@ -73,7 +74,7 @@ def tp_ffn(p: Problem, c: Candidate) -> str | None:
 
 def pp_layers(p: Problem, c: Candidate) -> str | None:
     # Each model chunk needs at least one block; uneven chunks idle the lighter stages.
-    chunks = c.pp * (c.virtual or 1)
+    chunks = c.pp * (2 if c.schedule in V_SHAPED else c.virtual or 1)  # a V: 2 per rank
     layers = p.model.num_hidden_layers
     if chunks > layers:
         return f"{chunks} pipeline chunks (pp x virtual) exceed the {layers} layers"

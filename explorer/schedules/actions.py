@@ -4,6 +4,8 @@ A micro-batch's *route* is the sequence of (stage, chunk) positions its forward 
 Unidirectional schedules run chunk 0 over stages 0..P-1, then chunk 1 over stages 0..P-1, and
 so on (Megatron-LM's virtual pipeline). DualPipe is bidirectional: chunk 0 carries the first
 half of the micro-batches over stages 0..P-1, chunk 1 the second half over stages P-1..0.
+V-shaped schedules (ZB-V, DualPipeV) route every micro-batch over chunk 0 of stages 0..P-1,
+then chunk 1 of stages P-1..0 (Qi et al. 2024, arXiv:2401.10241, sec. 6: the "V" placement).
 Backward passes walk the route in reverse; a W (weight gradient) follows its own B.
 """
 
@@ -52,6 +54,9 @@ class Route:
     """Model chunks per stage V for interleaved 1F1B; 1 otherwise."""
     bidirectional: bool = False
     """DualPipe's mirrored routes: chunk 0 runs stages 0..P-1, chunk 1 runs P-1..0."""
+    vshape: bool = False
+    """V placement (ZB-V, DualPipeV): position r on stage r chunk 0, 2P-1-r on stage r
+    chunk 1; ``virtual`` is then 2 (a chunk is half a rank's layers)."""
 
     @property
     def num_chunks(self) -> int:
@@ -67,13 +72,23 @@ class Route:
         """Index of (stage, chunk) along the forward route of the micro-batches that use it."""
         if self.bidirectional:
             return stage if chunk == 0 else self.stages - 1 - stage
+        if self.vshape:
+            return stage if chunk == 0 else 2 * self.stages - 1 - stage
         return chunk * self.stages + stage
 
     def at_position(self, position: int, chunk: int) -> tuple[int, int]:
         """(stage, chunk) at ``position`` of the route that passes through ``chunk``."""
         if self.bidirectional:
             return (position, 0) if chunk == 0 else (self.stages - 1 - position, 1)
+        if self.vshape:
+            turned = position >= self.stages
+            return (2 * self.stages - 1 - position, 1) if turned else (position, 0)
         return position % self.stages, position // self.stages
+
+    def part(self, stage: int, chunk: int) -> int:
+        """Entry of StageTimes a pass on (stage, chunk) runs: the rank's own (V placement,
+        interleaved), or the model stage P-1-s for DualPipe's reverse chunk."""
+        return stage if self.vshape else self.position(stage, chunk) % self.stages
 
     def neighbour(self, stage: int, chunk: int, step: int) -> tuple[int, int] | None:
         """(stage, chunk) ``step`` positions further along the route; None past either end."""
@@ -94,7 +109,8 @@ class Schedule:
     microbatches: int
     """Micro-batches M per step (DualPipe: M/2 from each end)."""
     virtual: int
-    """Model chunks per stage V for interleaved 1F1B; 1 otherwise (a chunk is a whole stage)."""
+    """Model chunks per stage V for interleaved 1F1B, 2 for ZB-V and DualPipeV; 1 otherwise
+    (a chunk is a whole stage)."""
     actions: tuple[tuple[Action, ...], ...]
     """Per stage, the actions in the order the stage runs them."""
     parameter_copies: tuple[int, ...]
@@ -103,12 +119,14 @@ class Schedule:
     """DualPipe's mirrored routes: chunk 0 runs stages 0..P-1, chunk 1 runs P-1..0."""
     pairs: tuple[tuple[int, ...], ...] = ()
     """Per stage, indices i where actions i (an F) and i + 1 (a B) form an F&B pair that starts
-    once both their inputs have arrived (DualPipe); empty means no pairs."""
+    once both their inputs have arrived (DualPipe, DualPipeV); empty means no pairs."""
+    vshape: bool = False
+    """V placement (ZB-V, DualPipeV): ``virtual`` is 2, chunk 1 of stage r at position 2P-1-r."""
 
     @property
     def route(self) -> Route:
         """The stage and chunk geometry of the micro-batches' routes."""
-        return Route(self.stages, self.virtual, self.bidirectional)
+        return Route(self.stages, self.virtual, self.bidirectional, self.vshape)
 
     @property
     def num_chunks(self) -> int:

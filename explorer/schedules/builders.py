@@ -6,6 +6,7 @@ What M (micro-batches) must satisfy, per schedule (P stages, V chunks per stage)
   a multiple of P; Megatron-Core relaxes that with a micro-batch group size N in [P, M] such that
   M % N is 0 or at least P. We take the smallest such N (N = P when P divides M).
 - dualpipe: P even, V = 1, M even and M >= 2P (see ``dualpipe.py``).
+- zb-v: V = 1 (two chunks per rank by design), M >= 1; dualpipev: V = 1, M >= 2P.
 """
 
 from __future__ import annotations
@@ -14,9 +15,15 @@ from functools import lru_cache
 from itertools import repeat
 
 from explorer.limits import MAX_SCHEDULE_ACTIONS
-from explorer.schedules.actions import Action, Kind, Schedule
-from explorer.schedules.dualpipe import dualpipe_actions, require_dualpipe
-from explorer.specs import SCHEDULES, ScheduleName
+from explorer.schedules.actions import Action, Kind, Route, Schedule
+from explorer.schedules.dualpipe import (
+    dualpipe_actions,
+    dualpipev_actions,
+    require_dualpipe,
+    require_dualpipev,
+)
+from explorer.schedules.vshape import zbv_order
+from explorer.specs import SCHEDULES, V_SHAPED, ScheduleName
 
 _Order = list[tuple[Kind, int, int]]
 """One stage's actions as (kind, micro-batch, chunk) before the stage index is attached."""
@@ -129,6 +136,12 @@ def require_valid(name: str, stages: int, microbatches: int, virtual: int) -> No
     require_stages(stages, microbatches, virtual)
     if name == "dualpipe":
         require_dualpipe(stages, microbatches, virtual)
+    elif name == "dualpipev":
+        require_dualpipev(stages, microbatches, virtual)
+    elif name == "zb-v" and virtual != 1:
+        raise ValueError(
+            f"zb-v holds two chunks per stage by design; virtual must be 1, got {virtual}"
+        )
     elif name != "interleaved" and virtual != 1:
         raise ValueError(f"virtual = {virtual} needs the interleaved schedule, not {name}")
     elif name == "interleaved" and virtual > 1 and microbatches < stages:
@@ -143,6 +156,8 @@ def _stage_order(name: str, stages: int, stage: int, microbatches: int, virtual:
         return gpipe_order(stages, stage, microbatches)
     if name == "zb-h1":
         return zb_h1_order(stages, stage, microbatches)
+    if name == "zb-v":
+        return zbv_order(stages, stage, microbatches)
     if name == "interleaved" and virtual > 1:
         return interleaved_order(stages, stage, microbatches, virtual)
     return one_f_one_b_order(stages, stage, microbatches)  # 1f1b; interleaved with V = 1
@@ -174,11 +189,20 @@ def stage_orders(name: ScheduleName, stages: int, microbatches: int, virtual: in
     """
     require_valid(name, stages, microbatches, virtual)
     require_budget(name, stages, microbatches, virtual)
-    if name == "dualpipe":
-        built = [dualpipe_actions(stages, s, microbatches) for s in range(stages)]
+    if name in ("dualpipe", "dualpipev"):
+        actions = dualpipe_actions if name == "dualpipe" else dualpipev_actions
+        built = [actions(stages, s, microbatches) for s in range(stages)]
         return tuple(o for o, _ in built), tuple(p for _, p in built)
     orders = tuple(_stage_order(name, stages, s, microbatches, virtual) for s in range(stages))
     return orders, ()
+
+
+def route_for(name: ScheduleName, stages: int, virtual: int = 1) -> Route:
+    """The route geometry of schedule ``name``: V chunks in a row, DualPipe's two directions,
+    or the V placement (two half-rank chunks, ``virtual`` 2)."""
+    if name in V_SHAPED:
+        return Route(stages, 2, vshape=True)
+    return Route(stages, virtual, bidirectional=name == "dualpipe")
 
 
 @lru_cache(maxsize=256)
@@ -196,13 +220,15 @@ def build_schedule(
         for stage, order in enumerate(orders)
     )
     copies = 2 if name == "dualpipe" else 1  # DualPipe keeps both directions' chunks
+    route = route_for(name, stages, virtual)  # V placement: one copy (DualPipe README, V)
     return Schedule(
         name=name,
         stages=stages,
         microbatches=microbatches,
-        virtual=virtual,
+        virtual=route.virtual,
         actions=actions,
         parameter_copies=(copies,) * stages,
-        bidirectional=name == "dualpipe",
+        bidirectional=route.bidirectional,
         pairs=pairs,
+        vshape=route.vshape,
     )

@@ -98,13 +98,14 @@ def _warmup(rank: _Rank, half_ranks: int, half_rank: int) -> None:
         rank.forward(1)
 
 
-def _steady(rank: _Rank, stages: int, half_rank: int) -> None:
+def _steady(rank: _Rank, stages: int, half_rank: int, microbatches: int | None = None) -> None:
     """Step 4 (main): nF0B1F1B0 as F&B pairs; the middle ranks do not pair the first F0B1.
 
     Written out in bulk: iteration i is F0 B1 W1 F1 B0 W0, each direction's counters one
     further than in iteration i - 1 (the backward passes here compute W at once).
     """
-    count = rank.half_microbatches - stages + half_rank + 1
+    per_direction = rank.half_microbatches if microbatches is None else microbatches
+    count = per_direction - stages + half_rank + 1
     if count <= 0:
         return
     first = len(rank.order)
@@ -159,4 +160,38 @@ def dualpipe_actions(stages: int, stage: int, microbatches: int) -> tuple[_Order
     _warmup(rank, half_ranks, half_rank)
     _steady(rank, stages, half_rank)
     _cooldown(rank, half_ranks, half_rank)
+    return rank.order, tuple(rank.pairs)
+
+
+def require_dualpipev(stages: int, microbatches: int, virtual: int) -> None:
+    """Raise ValueError unless V is 1 (two chunks per rank by design) and M >= 2P.
+
+    Source: deepseek-ai/DualPipe dualpipe/dualpipev.py (num_chunks >= num_ranks * 2);
+    torch.distributed.pipelining ScheduleDualPipeV (n_microbatches >= the 2P stages).
+    """
+    if virtual != 1:
+        raise ValueError(
+            f"dualpipev holds two chunks per stage by design; virtual must be 1, got {virtual}"
+        )
+    if microbatches < 2 * stages:
+        raise ValueError(
+            f"dualpipev needs at least twice the stages ({2 * stages}) microbatches, "
+            f"got {microbatches}"
+        )
+
+
+def dualpipev_actions(stages: int, stage: int, microbatches: int) -> tuple[_Order, tuple[int, ...]]:
+    """DualPipeV's (kind, micro-batch, chunk) order on ``stage`` and its F&B pairs.
+
+    DualPipe "cut in half": P ranks run the 2P stages of one direction in a V (chunk 0 is stage
+    r, chunk 1 stage 2P-1-r), every micro-batch through both chunks. Its steps are DualPipe's
+    with the half-pipeline's counters: P ranks for P/2, rank r for the half-rank, M for M/2,
+    phase 0 always chunk 0.
+    Source: deepseek-ai/DualPipe dualpipe/dualpipev.py DualPipeV.step; torch.distributed.
+    pipelining ScheduleDualPipeV._calculate_single_rank_operations (steps 1-8).
+    """
+    rank = _Rank(second_half=False, half_microbatches=0)  # micro-batch index = counter
+    _warmup(rank, stages, stage)
+    _steady(rank, 2 * stages, stage, microbatches)
+    _cooldown(rank, stages, stage)
     return rank.order, tuple(rank.pairs)

@@ -24,7 +24,7 @@ from itertools import chain
 import numpy as np
 
 from explorer.schedules.actions import KINDS, Kind, Route
-from explorer.schedules.builders import stage_orders
+from explorer.schedules.builders import route_for, stage_orders
 from explorer.schedules.times import StageTimes
 from explorer.specs import ScheduleName
 
@@ -145,16 +145,14 @@ def compile_orders(
 def compile_named(name: ScheduleName, stages: int, microbatches: int, virtual: int) -> Compiled:
     """The compiled schedule ``name`` for P, M and V (cached; explorer.schedules.builders)."""
     orders, pairs = stage_orders(name, stages, microbatches, virtual)
-    route = Route(stages, virtual, name == "dualpipe")
-    return compile_orders(route, orders, pairs, microbatches)
+    return compile_orders(route_for(name, stages, virtual), orders, pairs, microbatches)
 
 
 def position_durations(compiled: Compiled, times: StageTimes) -> tuple[list[float], list[float]]:
     """Per position: duration (s) and the p2p delay on its input (s)."""
     route = compiled.route
     table = [
-        times.duration_s(kind, route.position(stage, chunk) % route.stages, compiled.split,
-                         route.virtual)
+        times.duration_s(kind, route.part(stage, chunk), compiled.split, route.virtual)
         for stage in range(route.stages) for kind in KINDS for chunk in range(route.num_chunks)
     ]  # fmt: skip
     delays = np.where(compiled.hops, times.p2p_s, 0.0)

@@ -1,18 +1,19 @@
 """The makespan and busy times of a step, fast: long steady states are timed from a shorter step.
 
-1F1B, ZB-H1 and DualPipe run a warm-up, then one group of actions over and over (an
-*iteration* per stage: F B; F B W; F0 B1 W1 F1 B0 W0), then a cool-down. A step with delta
-more micro-batches (delta = 2 for DualPipe, one per direction) runs one more iteration on every
-stage and is otherwise the same (``steady_part``). From iteration k0 on, an iteration's actions
-wait only for actions of the last R iterations, the same ones each time, so the end times of
-the last R iterations follow S_k = G(S_{k-1}), with G the same max-plus map every time: it never
-lowers an output when an input rises, and adds c to every output when c is added to every
-input. Hence once S_j = S_{j-1} + lambda, each later iteration ends lambda after the one before;
-when S_j - S_{j-1} lies within [lambda - e, lambda + e], n more iterations drift at most n e
-from that. So a step with n delta more micro-batches than a simulated one ends n lambda later
-(within n e, e below 2^-45 of the makespan: rounding) and keeps every stage busy n iterations'
-durations longer. ``step_time`` simulates the shortest step whose steady state settles so and
-extrapolates; other schedules and short steps are simulated in full, to the last bit.
+1F1B, ZB-H1, DualPipe, ZB-V and DualPipeV run a warm-up, then one group of actions over and over
+(an *iteration* per stage: F B; F B W; F0 B1 W1 F1 B0 W0; F0 B0 W0 F1 B1 W1), then a cool-down.
+A step with delta more micro-batches (delta = 2 for DualPipe, one per direction) runs one more
+iteration on every stage and is otherwise the same (``steady_part``). From iteration k0 on, an
+iteration's actions wait only for actions of the last R iterations, the same ones each time, so
+the end times of the last R iterations follow S_k = G(S_{k-1}), with G the same max-plus map
+every time: it never lowers an output when an input rises, and adds c to every output when c is
+added to every input. Hence once S_j = S_{j-1} + lambda, each later iteration ends lambda after
+the one before; when S_j - S_{j-1} lies within [lambda - e, lambda + e], n more iterations drift
+at most n e from that. So a step with n delta more micro-batches than a simulated one ends n
+lambda later (within n e, e below 2^-45 of the makespan: rounding) and keeps every stage busy n
+iterations' durations longer. ``step_time`` simulates the shortest step whose steady state
+settles so and extrapolates; other schedules and short steps are simulated in full, to the last
+bit.
 tests/test_schedules.py checks it against ``simulate`` over schedules, shapes and times.
 Source: max-plus algebra of timed event graphs, eventually periodic x(k+1) = A x(k)
 (Baccelli, Cohen, Olsder and Quadrat 1992, "Synchronization and Linearity", ch. 3).
@@ -31,7 +32,9 @@ from explorer.schedules.engine import Compiled, compile_named, position_duration
 from explorer.schedules.times import StageTimes
 from explorer.specs import ScheduleName
 
-SHAPES: dict[str, tuple[int, int]] = {"1f1b": (2, 1), "zb-h1": (3, 1), "dualpipe": (6, 2)}
+SHAPES: dict[str, tuple[int, int]] = {
+    "1f1b": (2, 1), "zb-h1": (3, 1), "dualpipe": (6, 2), "zb-v": (6, 1), "dualpipev": (6, 1),
+}  # fmt: skip
 """Schedule -> (actions per iteration, micro-batches per iteration)."""
 
 SETTLED = 2.0**-45
@@ -58,8 +61,15 @@ class StepTime(NamedTuple):
 def steady_part(name: str, stages: int, stage: int, microbatches: int) -> tuple[int, int]:
     """(position of the first steady iteration on ``stage``, iterations) for M micro-batches.
 
-    Source: explorer.schedules.builders (1F1B, ZB-H1) and dualpipe (steps 1-3, then step 4).
+    Source: explorer.schedules.builders (1F1B, ZB-H1), dualpipe (steps 1-3, then step 4; for
+    DualPipeV with P ranks for P/2 and M for M/2) and vshape (ZB-V: warm-up 2(P-r)-1 + 2r +
+    3(P-r) actions, then F0 B0 W0 F1 B1 W1 until the forwards run out).
     """
+    if name == "zb-v":
+        return 5 * stages - 3 * stage - 1, microbatches - 2 * stages + stage + 1
+    if name == "dualpipev":
+        warmup = 2 * (stages - stage - 1) + 2 * (stage + 1) + 3 * (stages - stage - 1)
+        return warmup, microbatches - 2 * stages + stage + 1
     if name == "dualpipe":
         half, rank = stages // 2, min(stage, stages - 1 - stage)
         warmup = 2 * (half - rank - 1) + 2 * (rank + 1) + 3 * (half - rank - 1)
@@ -186,7 +196,7 @@ def extrapolated(
 ) -> StepTime | None:
     """The step from a shorter one whose steady state settles, or None (module docstring)."""
     period, delta = SHAPES[name]
-    least = 2 * stages if name == "dualpipe" else stages  # warm-up and cool-down as for M
+    least = stages if name in ("1f1b", "zb-h1") else 2 * stages  # warm-up and cool-down as M
     for extra in tries(stages):
         short = least + delta * extra
         if short >= microbatches:

@@ -46,7 +46,7 @@ from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, dualpipe_possible, exposed_s
 from explorer.search.floor import MemoryFloor
 from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
-from explorer.specs import RECOMPUTES, Layout, Recompute, ScheduleName, ZeroStage
+from explorer.specs import RECOMPUTES, V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 
 SAFETY = 1 - 1e-9
 """Bounds are scaled by this so that rounding in sums never lifts them above the estimate."""
@@ -101,7 +101,7 @@ class Bounds:
         self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}
         self._policies: dict[tuple[Candidate, bool, bool], float] = {}
         self._passes: dict[tuple[object, ...], PassTimes] = {}
-        self._mix_cache: dict[tuple[int, int, bool], tuple[tuple[Mix, ...], Mix]] = {}
+        self._mix_cache: dict[tuple[int, int, bool, bool], tuple[tuple[Mix, ...], Mix]] = {}
         self._loads: dict[tuple[object, ...], tuple[float, float]] = {}
         self._ranked: dict[tuple[object, ...], list[tuple[float, int, ZeroStage]]] = {}
 
@@ -138,14 +138,17 @@ class Bounds:
             )
         return self._units[key]
 
-    def _mixes(self, pp: int, virtual: int, dualpipe: bool) -> tuple[tuple[Mix, ...], Mix]:
+    def _mixes(
+        self, pp: int, virtual: int, dualpipe: bool, vshape: bool = False
+    ) -> tuple[tuple[Mix, ...], Mix]:
         """What the pipeline ranks hold (distinct mixes) and what the last rank holds (cached
         per plan shape; explorer.partition.pipeline_plan, as the estimate splits layers)."""
-        key = (pp, virtual, dualpipe)
+        key = (pp, virtual, dualpipe, vshape)
         if key not in self._mix_cache:
             name: ScheduleName = (
+                "zb-v" if vshape else
                 "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
-            )
+            )  # fmt: skip
             layout = Layout(pp=pp, virtual_stages=virtual, schedule=name)
             mixes = [
                 (p.num_dense_layers, p.num_moe_layers, int(p.has_embedding), int(p.has_head))
@@ -171,9 +174,10 @@ class Bounds:
         closed = self.a.pipeline_model == "closed-form" or c.pp == 1
         layers = self.p.model.num_hidden_layers
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
-        key = (unit.kinds, c.pp, variant[1], dualpipe)
+        vshape = variant[0] in V_SHAPED and c.pp > 1
+        key = (unit.kinds, c.pp, variant[1], dualpipe, vshape)
         if key not in self._loads:
-            mixes, last = self._mixes(c.pp, variant[1], dualpipe)
+            mixes, last = self._mixes(c.pp, variant[1], dualpipe, vshape)
             self._loads[key] = rank_loads(mixes, last, unit)
         return pipelined_floor(variant, c.pp, layers, unit, m, closed, self._loads[key])
 
@@ -197,10 +201,11 @@ class Bounds:
         memory floors fit: terms in increasing order, each pipeline's floors computed only
         when its turn comes (``MemoryFloor.least_zero``, once per plan shape)."""
         variants, rc = self._variants(c), c.recompute or "none"
-        flags = [s == "dualpipe" and c.pp > 1 for s, _ in variants]
+        flags = [s in ("dualpipe", "dualpipev") and c.pp > 1 for s, _ in variants]  # EP overlap
+        copies = {s == "dualpipe" and c.pp > 1 for s, _ in variants}  # two parameter copies
         stages = [c.zero] if c.zero is not None else list(self.p.space.zero_stages)
         if memory:  # the model-states floor sees only the degrees and DualPipe
-            fit = [self.floor.states_fit(c, flag) for flag in set(flags)]
+            fit = [self.floor.states_fit(c, flag) for flag in copies]
             stages = [z for z in stages if any(z in f for f in fit)]
         if not stages:
             return float("inf")
@@ -212,9 +217,9 @@ class Bounds:
         ranked = self._ranked[key]
         if not memory:
             return ranked[0][0]
-        shapes: dict[tuple[int, bool], int] = {}
+        shapes: dict[tuple[int, bool, bool], int] = {}
         for value, i, z in ranked:
-            shape = (variants[i][1], flags[i])
+            shape = (variants[i][1], flags[i], variants[i][0] in V_SHAPED)
             if shape not in shapes:
                 shapes[shape] = self.floor.least_zero(c, variants[i], rc)
             if z >= shapes[shape]:
@@ -265,7 +270,7 @@ class Bounds:
         term is at least that; the bubble and the memory floors only add."""
         space, gbs = self.p.space, self.p.workload.global_batch_size
         dualpipe = dualpipe_possible(c.pp, space.schedules)
-        fit = {z for flag in {False, dualpipe} for z in self.floor.states_fit(c, flag)}
+        fit = set(self.floor.states_fit(c, False))  # DualPipe's two copies only fit fewer
         stages = [z for z in space.zero_stages if z in fit]
         widest = max(space.recomputes, key=RECOMPUTES.index)
         best = float("inf")
@@ -296,7 +301,7 @@ class Bounds:
     def zero_s(self, c: Candidate) -> float:
         """Tier 3: a complete layout's tier-1 bound with its data-parallel collectives and
         the mean tail (per-step collectives, optimizer step), s."""
-        dualpipe = c.schedule == "dualpipe" and c.pp > 1
+        dualpipe = c.schedule in ("dualpipe", "dualpipev") and c.pp > 1  # the EP overlap
         whole, data = self.ctx.whole_of(c, dualpipe=dualpipe), self.ctx.data_of(c, c.zero or 0)
         comm = whole.model_s + data.per_microbatch_s + whole.expert_s
         unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
@@ -334,7 +339,8 @@ class Bounds:
         closed = self.a.pipeline_model == "closed-form"
         if layout.pp == 1 or (closed and layout.schedule in ("gpipe", "1f1b", "interleaved")):
             return bottleneck_makespan_s(times, m, layout.virtual_stages)
-        return arrival_bound_s(times, m, layout.schedule == "dualpipe", layout.virtual_stages)
+        virtual = 2 if layout.schedule in V_SHAPED else layout.virtual_stages  # half-rank chunks
+        return arrival_bound_s(times, m, layout.schedule == "dualpipe", virtual)
 
     def pipeline_s(self, c: Candidate) -> float:
         """Tier 2: lower bound for a node whose fields are all known but the ZeRO stage, s."""

@@ -39,7 +39,8 @@ GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
 def dualpipe_possible(pp: int, schedules: Iterable[str]) -> bool:
     """Whether DualPipe may run on ``pp`` stages: it pairs stage r with P - 1 - r, so P is even
     (explorer.partition; the micro-batch count's rule waits for the micro-batch)."""
-    return pp > 1 and pp % 2 == 0 and "dualpipe" in schedules
+    both = pp % 2 == 0 and "dualpipe" in schedules  # DualPipeV overlaps as well, on any P
+    return pp > 1 and (both or "dualpipev" in schedules)
 
 
 class Whole(NamedTuple):
@@ -134,11 +135,12 @@ class Contexts:
         return self.work(tuple(range(self.p.model.num_hidden_layers)), True, True)
 
     def _layout(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Layout:
-        """``to_layout`` of ``c`` with this ZeRO stage, DualPipe or 1F1B, one virtual stage."""
+        """``to_layout`` of ``c`` with this ZeRO stage, one virtual stage, and DualPipe's EP
+        overlap (as DualPipeV, which has it on any P) or 1F1B."""
         return Layout(
             dp=c.dp, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep or 1, etp=c.etp or 1, zero=zero,
             micro_batch_size=c.mbs or 1, recompute=c.recompute or "none",
-            schedule="dualpipe" if dualpipe else "1f1b",
+            schedule="dualpipev" if dualpipe else "1f1b",
         )  # fmt: skip
 
     def _passes(self, c: Candidate, dualpipe: bool = False) -> PassTimes:

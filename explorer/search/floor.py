@@ -30,7 +30,7 @@ from explorer.memory.training import fixed_overheads
 from explorer.mesh import Candidate, Problem
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
-from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
+from explorer.specs import V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
 
 SAFETY = 1 - 1e-9
@@ -125,14 +125,18 @@ class MemoryFloor:
         """Mean model states with gradients, runtime and reserve; ``c.zero`` known, bytes."""
         return self._states_floor(c, c.schedule == "dualpipe" and c.pp > 1, c.zero or 0)
 
-    def _ranks(self, c: Candidate, virtual: int, dualpipe: bool) -> list[tuple[int, _Rank]]:
-        """Per distinct pipeline rank (the first of equal ones holds the most micro-batches):
-        its index, parameters, dense and MoE blocks and chunk copies (cached)."""
-        key = (c.tp, c.pp, c.ep or 1, c.etp or 1, virtual, dualpipe)
+    def _ranks(
+        self, c: Candidate, virtual: int, dualpipe: bool, vshape: bool = False
+    ) -> list[tuple[int, _Rank]]:
+        """Per distinct pipeline rank (the first of equal ones holds the most micro-batches,
+        the fewest under a V placement): its index, parameters, dense and MoE blocks and chunk
+        copies (cached)."""
+        key = (c.tp, c.pp, c.ep or 1, c.etp or 1, virtual, dualpipe, vshape)
         if key not in self._rank_cache:
             name: ScheduleName = (
+                "zb-v" if vshape else
                 "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
-            )
+            )  # fmt: skip
             layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
                             schedule=name)  # fmt: skip
             firsts: dict[_Rank, int] = {}
@@ -164,14 +168,14 @@ class MemoryFloor:
         return block_activation_bytes(m, "dense", shape, a, rc), moe
 
     def _weights(
-        self, c: Candidate, virtual: int, dualpipe: bool, zero: ZeroStage
+        self, c: Candidate, virtual: int, dualpipe: bool, zero: ZeroStage, vshape: bool = False
     ) -> list[tuple[float, float]]:
         """Per distinct rank (``_ranks`` order): bytes of its weights, master weights and
         optimizer states, and of its gradients (cached)."""
-        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, virtual, dualpipe, zero)
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, virtual, dualpipe, zero, vshape)
         if key not in self._weight_cache:
             found = []
-            for _, rank in self._ranks(c, virtual, dualpipe):
+            for _, rank in self._ranks(c, virtual, dualpipe, vshape):
                 s = self._states(rank.held, c, zero)
                 found.append((s.parameters + s.master_weights + s.optimizer_states, s.gradients))
             self._weight_cache[key] = found
@@ -182,13 +186,18 @@ class MemoryFloor:
     ) -> list[float]:
         """Per distinct rank (``_ranks`` order): min(M, P - r) micro-batches of its block
         activations at the backward start (every schedule's closed form holds at least that
-        many), bytes."""
+        many; a V placement holds min(P, M, (M + 1 + r) / 2), explorer.partition), bytes."""
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
+        vshape = variant[0] in V_SHAPED and c.pp > 1
         dense, moe = self._block_bytes(c, rc)
         count = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+
+        def held(r: int) -> float:
+            return min(c.pp, count, (count + 1 + r) / 2) if vshape else min(count, c.pp - r)
+
         return [
-            min(count, c.pp - r) * (rank.dense * dense + rank.moe * moe) / rank.copies
-            for r, rank in self._ranks(c, variant[1], dualpipe)
+            held(r) * (rank.dense * dense + rank.moe * moe) / rank.copies
+            for r, rank in self._ranks(c, variant[1], dualpipe, vshape)
         ]
 
     def _first(
@@ -198,7 +207,8 @@ class MemoryFloor:
         and optimizer states, with the larger of its activations ``acts`` (and its gradients
         where they exist at the backward start) and its gradients alone (the optimizer step)."""
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
-        found = self._weights(c, variant[1], dualpipe, zero)
+        vshape = variant[0] in V_SHAPED and c.pp > 1
+        found = self._weights(c, variant[1], dualpipe, zero, vshape)
         return _fullest(found, acts, self._grads_held(c)) + self._fixed(c)
 
     def _grads_held(self, c: Candidate) -> bool:
@@ -212,7 +222,8 @@ class MemoryFloor:
         floors only fall as the ZeRO stage rises, and they see the schedule only through the
         plan (virtual stages, DualPipe) (cached)."""
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
-        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, variant[1], dualpipe, rc)
+        vshape = variant[0] in V_SHAPED and c.pp > 1
+        key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, variant[1], dualpipe, rc, vshape)
         if key not in self._fits:
             acts, held = self._activations(c, variant, rc), self._grads_held(c)
             room = self.p.cluster.gpu.memory_bytes / SAFETY - self._fixed(c)
@@ -220,7 +231,8 @@ class MemoryFloor:
                 (
                     z
                     for z in self.states_fit(c, dualpipe)
-                    if _fullest(self._weights(c, variant[1], dualpipe, z), acts, held) <= room
+                    if _fullest(self._weights(c, variant[1], dualpipe, z, vshape), acts, held)
+                    <= room
                 ),
                 4,
             )

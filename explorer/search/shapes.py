@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from explorer.partition import balanced_chunk_sizes
 from explorer.schedules import StageTimes
-from explorer.specs import ScheduleName
+from explorer.specs import V_SHAPED, ScheduleName
 
 
 def arrival_bound_s(
@@ -110,6 +110,8 @@ def pipelined_floor(
     (schedule, v), p, layers, m = variant, pp, num_layers, microbatches
     heaviest, last = loads
     whole = unit.whole_s
+    if schedule in V_SHAPED:  # simulated; chunk 0 of a rank is half its blocks
+        v, closed = 2, False
     if schedule not in ("zb-h1", "dualpipe") and closed:
         ramp = m - 1 / v
 

@@ -64,6 +64,8 @@ SCHEDULE_LABELS = {
     "interleaved": "Interleaved 1F1B",
     "zb-h1": "ZB-H1 (zero bubble)",
     "dualpipe": "DualPipe",
+    "zb-v": "ZB-V (zero bubble, V)",
+    "dualpipev": "DualPipeV",
 }
 ZERO_HELP = (
     "ZeRO stage over the data-parallel ranks: 0 replicates everything (DDP); 1 shards optimizer "

@@ -1,0 +1,239 @@
+"""Clusters that mix GPU types: data parallel across types, pipeline stages on different types.
+
+A mixed cluster is a tuple of homogeneous groups (``ClusterSpec``: one GPU type, its nodes and
+links). Two placements:
+- data parallel across types (``hetero_dp``): every replica (TP x PP x CP GPUs) lies inside one
+  group; replicas meet at the gradient reduction, so the step is the slowest replica's. The
+  batch is split evenly (M micro-batches each) or in proportion to speed (per-type counts with
+  the shortest synchronous step; gradients weighed by tokens), as heterogeneity-aware
+  schedulers do (e.g. Jia et al. 2022, "Whale", USENIX ATC; Li et al. 2023, "HexiScale").
+- pipeline stages on different types (``hetero_pp``): pipeline rank r on group g_r; layers
+  split so that each rank's cycle (its layers x its type's per-layer time, plus the embedding
+  or head it holds) is balanced, min-max (``explorer.straggler.speed_split``'s water-filling on
+  times); the stages' times, each from its own type, go through the estimate's schedule step.
+Each type is timed by ``explorer.estimate`` on that group's GPU and links (its collectives use
+that group's fabric: a reduction spanning both groups is paced by the slower one, which the
+max over types keeps only for the compute-bound part). Memory is checked per GPU type: every
+stage against its own GPU. One group is today's estimate exactly (tests/test_hetero.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from explorer.estimate import (
+    DEFAULT_ESTIMATE_ASSUMPTIONS,
+    Estimate,
+    EstimateAssumptions,
+    estimate,
+    time_step,
+)
+from explorer.memory.training import microbatch_count
+from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
+
+BatchSplit = Literal["even", "speed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypeStep:
+    """One GPU type's share of a mixed step."""
+
+    gpu: str
+    """GPU name."""
+    replicas: int
+    """Data-parallel replicas on this type (hetero_dp), or pipeline ranks (hetero_pp)."""
+    microbatches: int
+    """Micro-batches per replica (hetero_dp) or per pipeline (hetero_pp)."""
+    step_s: float
+    """Step of one of its replicas alone, s (hetero_dp); the pipeline's, s (hetero_pp)."""
+    peak_bytes: float
+    """Most bytes on one of its GPUs."""
+    fits: bool
+    """Whether that fits the GPU's memory."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeteroStep:
+    """A synchronous step on a mixed cluster."""
+
+    step_s: float
+    """Step time: the slowest replica (hetero_dp) or the mixed pipeline (hetero_pp), s."""
+    types: tuple[TypeStep, ...]
+    """Per group, in the cluster's order."""
+    stage_layers: tuple[int, ...] | None = None
+    """Layers per pipeline rank (hetero_pp)."""
+
+    @property
+    def fits(self) -> bool:
+        """Whether every GPU type holds its share."""
+        return all(t.fits for t in self.types)
+
+
+def _on(group: ClusterSpec, gpus: int) -> ClusterSpec:
+    """``group``'s GPU and links, sized to hold ``gpus`` (a layout's world size)."""
+    return replace(group, num_nodes=max(group.num_nodes, math.ceil(gpus / group.gpus_per_node)))
+
+
+def _replicas(groups: tuple[ClusterSpec, ...], layout: Layout) -> tuple[int, ...]:
+    """Data-parallel replicas each group holds; ValueError when they do not add up to DP."""
+    size = layout.tp * layout.pp * layout.cp
+    gpus = [g.gpus_per_node * g.num_nodes for g in groups]
+    counts = tuple(n // size for n in gpus)
+    if sum(counts) != layout.dp or any(n % size for n in gpus):
+        raise ValueError(
+            f"groups of {gpus} GPUs do not hold dp = {layout.dp} "
+            f"replicas of tp x pp x cp = {size} GPUs each"
+        )
+    return counts
+
+
+def _step(est: Estimate, microbatches: int, a: EstimateAssumptions) -> float:
+    pipe, tail = time_step(est.stages, est.layout, microbatches, a.pipeline_model)
+    return pipe.makespan_s + tail
+
+
+def _speed_counts(
+    ests: list[Estimate], replicas: tuple[int, ...], total: int, a: EstimateAssumptions
+) -> tuple[int, ...]:
+    """Most micro-batches on one replica of each type, the ``total`` over all replicas split
+    with the shortest slowest step: one micro-batch at a time to the type that ends it first,
+    spread over its replicas (they differ by at most one; min-max water-filling)."""
+    memo: dict[tuple[int, int], float] = {}
+
+    def step(i: int, per_replica: int) -> float:
+        if (i, per_replica) not in memo:
+            memo[i, per_replica] = _step(ests[i], per_replica, a)
+        return memo[i, per_replica]
+
+    sums = list(replicas)  # at least one each
+    for _ in range(total - sum(replicas)):
+        open_ = [i for i, r in enumerate(replicas) if r]
+        best = min(open_, key=lambda i: step(i, math.ceil((sums[i] + 1) / replicas[i])))
+        sums[best] += 1
+    return tuple(math.ceil(s / r) if r else 0 for s, r in zip(sums, replicas, strict=True))
+
+
+def hetero_dp(
+    model: ModelSpec,
+    groups: tuple[ClusterSpec, ...],
+    layout: Layout,
+    workload: TrainingWorkload,
+    split: BatchSplit = "even",
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+) -> HeteroStep:
+    """Data parallel across GPU types: each group's replicas timed on its GPU, the batch split
+    evenly or by speed, the step the slowest replica's, s; memory per type.
+
+    Raises ValueError (one sentence) when the groups do not hold the layout's replicas.
+    Source: module docstring.
+    """
+    replicas = _replicas(groups, layout)
+    m = microbatch_count(layout, workload)
+    ests = [estimate(model, _on(g, layout.world_size), layout, workload, assumptions)
+            for g in groups]  # fmt: skip
+    counts = (m,) * len(groups)
+    if split == "speed":
+        counts = _speed_counts(ests, replicas, m * layout.dp, assumptions)
+    types = []
+    for g, est, r, k in zip(groups, ests, replicas, counts, strict=True):
+        share = replace(workload, global_batch_size=k * layout.dp * layout.micro_batch_size)
+        memory = est.memory if k == m else estimate(model, _on(g, layout.world_size), layout,
+                                                    share, assumptions).memory  # fmt: skip
+        types.append(TypeStep(gpu=g.gpu.name, replicas=r, microbatches=k,
+                              step_s=_step(est, k, assumptions), peak_bytes=memory.peak_bytes,
+                              fits=memory.fits))  # fmt: skip
+    return HeteroStep(step_s=max(t.step_s for t in types if t.replicas), types=tuple(types))
+
+
+def _rank_costs(est: Estimate) -> tuple[float, tuple[float, ...]]:
+    """(cycle per block on this type, per rank the cycle beyond its blocks: the embedding, the
+    head), s per micro-batch, from an estimate on one type."""
+    per_block = min(s.cycle_s / len(s.layers) for s in est.stages if s.layers)
+    return per_block, tuple(max(0.0, s.cycle_s - len(s.layers) * per_block) for s in est.stages)
+
+
+def balanced_layers(num_layers: int, per_block_s: tuple[float, ...],
+                    extra_s: tuple[float, ...]) -> tuple[int, ...]:  # fmt: skip
+    """Blocks per pipeline rank, at least one each, minimising the slowest rank's cycle
+    n_r x per_block_r + extra_r (one block at a time to the rank that ends it first: min-max).
+    """
+    counts = [1] * len(per_block_s)
+    for _ in range(num_layers - len(counts)):
+        best = min(range(len(counts)),
+                   key=lambda r: (counts[r] + 1) * per_block_s[r] + extra_s[r])  # fmt: skip
+        counts[best] += 1
+    return tuple(counts)
+
+
+def hetero_pp(
+    model: ModelSpec,
+    groups: tuple[ClusterSpec, ...],
+    placement: tuple[int, ...],
+    layout: Layout,
+    workload: TrainingWorkload,
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+) -> HeteroStep:
+    """Pipeline rank r on group ``placement[r]``: layers balanced over the types' speeds, each
+    stage timed and its memory checked on its own GPU, the step through the schedule, s.
+
+    With every rank on one type the layout's own split is kept (today's estimate).
+    Raises ValueError (one sentence) for a placement that does not name a group per rank.
+    Source: module docstring.
+    """
+    if len(placement) != layout.pp or not all(0 <= g < len(groups) for g in placement):
+        raise ValueError(
+            f"placement {placement} must name one of the {len(groups)} groups for each of the "
+            f"{layout.pp} pipeline ranks"
+        )
+    if layout.schedule in ("dualpipe", "zb-v", "dualpipev") or layout.virtual_stages > 1:
+        raise ValueError(f"mixed pipelines take one stage per rank, not {layout.schedule}")
+    sized = [_on(g, layout.world_size) for g in groups]
+    plain = [estimate(model, c, layout, workload, assumptions) for c in sized]
+    if len(set(placement)) > 1:
+        costs = [_rank_costs(e) for e in plain]
+        per_block = tuple(costs[g][0] for g in placement)
+        extra = tuple(costs[g][1][r] for r, g in enumerate(placement))
+        layers = balanced_layers(model.num_hidden_layers, per_block, extra)
+        layout = replace(layout, stage_layers=layers)
+        plain = [estimate(model, c, layout, workload, assumptions) for c in sized]
+    stages = tuple(plain[g].stages[r] for r, g in enumerate(placement))
+    pipe, tail = time_step(stages, layout, plain[0].microbatches, assumptions.pipeline_model)
+    types = []
+    for i, (g, est) in enumerate(zip(groups, plain, strict=True)):
+        ranks = [r for r, p in enumerate(placement) if p == i]
+        peak = max((est.memory.stages[r].total_bytes for r in ranks), default=0.0)
+        types.append(TypeStep(gpu=g.gpu.name, replicas=len(ranks), microbatches=est.microbatches,
+                              step_s=pipe.makespan_s + tail, peak_bytes=peak,
+                              fits=peak <= g.gpu.memory_bytes))  # fmt: skip
+    return HeteroStep(step_s=pipe.makespan_s + tail, types=tuple(types),
+                      stage_layers=layout.stage_layers)  # fmt: skip
+
+
+def parse_groups(text: str) -> tuple[tuple[str, int], ...]:
+    """``"hgx-h100:4,dgx-a100:4"`` as (cluster preset, nodes) pairs; ValueError otherwise."""
+    pairs = []
+    for item in text.split(","):
+        name, _, nodes = item.partition(":")
+        if not name or not nodes.isdigit() or int(nodes) < 1:
+            raise ValueError(f"mixed groups are PRESET:NODES separated by commas, got {item!r}")
+        pairs.append((name.strip(), int(nodes)))
+    return tuple(pairs)
+
+
+def hetero_dict(step: HeteroStep, mode: str, split: str) -> dict[str, object]:
+    """The JSON object of a mixed step: seconds and bytes unrounded, one entry per group."""
+    types = [
+        {"gpu": t.gpu, "replicas": t.replicas, "microbatches": t.microbatches,
+         "step_time_s": t.step_s, "peak_bytes": t.peak_bytes, "fits": t.fits}
+        for t in step.types
+    ]  # fmt: skip
+    return {
+        "mode": mode,
+        "split": split,
+        "step_time_s": step.step_s,
+        "fits": step.fits,
+        "stage_layers": list(step.stage_layers) if step.stage_layers else None,
+        "types": types,
+    }

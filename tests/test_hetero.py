@@ -1,0 +1,101 @@
+"""Mixed GPU types: data parallel across them, pipeline stages on different types."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from explorer.estimate import estimate
+from explorer.hetero import balanced_layers, hetero_dp, hetero_pp
+from explorer.presets import load_cluster, load_model
+from explorer.specs import Layout, TrainingWorkload
+from explorer.units import GiB
+
+MODEL = load_model("llama-3.1-70b")
+WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=256)
+DP_LAYOUT = Layout(tp=8, pp=4, dp=2, zero=1, micro_batch_size=1, recompute="full")
+PP_LAYOUT = Layout(tp=8, pp=4, dp=1, zero=1, micro_batch_size=1, recompute="full")
+H100, A100 = load_cluster("hgx-h100", 4), load_cluster("dgx-a100", 4)
+
+
+@pytest.mark.parametrize("split", ["even", "speed"])
+def test_a_homogeneous_mixed_cluster_equals_todays_estimate(split):
+    today = estimate(MODEL, load_cluster("hgx-h100", 8), DP_LAYOUT, WORKLOAD)
+    mixed = hetero_dp(MODEL, (H100, H100), DP_LAYOUT, WORKLOAD, split)
+    assert mixed.step_s == today.step_time_s
+    assert [t.microbatches for t in mixed.types] == [today.microbatches] * 2
+
+
+def test_one_type_in_every_pipeline_rank_equals_todays_estimate():
+    group = load_cluster("hgx-h100", 4)
+    today = estimate(MODEL, group, PP_LAYOUT, WORKLOAD)
+    mixed = hetero_pp(MODEL, (group,), (0, 0, 0, 0), PP_LAYOUT, WORKLOAD)
+    assert mixed.step_s == today.step_time_s and mixed.stage_layers is None
+
+
+def test_an_even_batch_waits_for_the_slow_type_and_a_speed_split_does_not():
+    even = hetero_dp(MODEL, (H100, A100), DP_LAYOUT, WORKLOAD, "even")
+    speed = hetero_dp(MODEL, (H100, A100), DP_LAYOUT, WORKLOAD, "speed")
+    h100, a100 = even.types
+    assert even.step_s == a100.step_s > h100.step_s
+    assert sum(t.microbatches * t.replicas for t in speed.types) == 2 * 128
+    # The H100 replica takes more, about its speed ratio (its step per micro-batch).
+    ratio = a100.step_s / h100.step_s
+    fast, slow = (t.microbatches for t in speed.types)
+    assert fast / slow == pytest.approx(ratio, rel=0.1)
+    assert h100.step_s < speed.step_s < even.step_s
+
+
+def test_the_layer_split_balances_a_slow_type_min_max():
+    # Ranks 0, 1 at 1 s a block, ranks 2, 3 at 2 s, 10 blocks: the slowest rank takes 4 s at
+    # best (4 4 1 1 or 3 3 2 2); an even split 3 3 2 2 happens to tie, 1 1 4 4 would take 8 s.
+    layers = balanced_layers(10, (1.0, 1.0, 2.0, 2.0), (0.0,) * 4)
+    assert sum(layers) == 10
+    assert max(n * t for n, t in zip(layers, (1.0, 1.0, 2.0, 2.0), strict=True)) == 4.0
+
+
+def test_pipeline_ranks_on_a_slower_type_get_fewer_layers_and_memory_is_checked_per_type():
+    h, a = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
+    mixed = hetero_pp(MODEL, (h, a), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
+    assert mixed.stage_layers is not None and sum(mixed.stage_layers) == MODEL.num_hidden_layers
+    assert min(mixed.stage_layers[:2]) > max(mixed.stage_layers[2:])
+    even = hetero_pp(MODEL, (a,), (0, 0, 0, 0), PP_LAYOUT, WORKLOAD)
+    assert mixed.step_s < even.step_s  # better than all-A100
+    small = replace(a, gpu=replace(a.gpu, memory_bytes=int(16 * GiB)))
+    tight = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
+    assert [t.fits for t in tight.types] == [True, False] and not tight.fits
+
+
+def test_groups_that_do_not_hold_the_replicas_are_refused():
+    with pytest.raises(ValueError, match="do not hold dp = 2 replicas"):
+        hetero_dp(MODEL, (H100, load_cluster("dgx-a100", 2)), DP_LAYOUT, WORKLOAD)
+    with pytest.raises(ValueError, match="for each of the 4 pipeline ranks"):
+        hetero_pp(MODEL, (H100,), (0, 0, 1), PP_LAYOUT, WORKLOAD)
+
+
+def _estimate_json(capsys, monkeypatch, *extra: str) -> dict:
+    from explorer import cli
+
+    monkeypatch.setattr(cli, "COMMANDS", ("estimate",))
+    argv = ["estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "8", "--pp",
+            "4", "--zero", "1", "--gbs", "256", "--seq", "4096", "--recompute", "full",
+            *extra, "--json"]  # fmt: skip
+    assert cli.main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_estimate_cli_reports_a_mixed_data_parallel_step(capsys, monkeypatch):
+    out = _estimate_json(capsys, monkeypatch, "--dp", "2", "--mixed-groups",
+                         "hgx-h100:4,dgx-a100:4", "--mixed-split", "speed")  # fmt: skip
+    mixed = out["mixed"]
+    assert mixed["mode"] == "dp" and [t["replicas"] for t in mixed["types"]] == [1, 1]
+    assert mixed["step_time_s"] == max(t["step_time_s"] for t in mixed["types"])
+    assert sum(t["microbatches"] for t in mixed["types"]) == 2 * out["microbatches"]
+
+
+def test_the_estimate_cli_reports_a_mixed_pipeline(capsys, monkeypatch):
+    out = _estimate_json(capsys, monkeypatch, "--dp", "1", "--mixed-groups",
+                         "hgx-h100:2,dgx-a100:2", "--mixed-placement", "0,0,1,1")  # fmt: skip
+    assert out["mixed"]["mode"] == "pp" and sum(out["mixed"]["stage_layers"]) == 80

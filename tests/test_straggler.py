@@ -1,0 +1,131 @@
+"""Stragglers: a slow replica, pipeline rank or link, their cost and the mitigations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer import cli
+from explorer.compute import PassTimes
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS as A
+from explorer.estimate import estimate
+from explorer.estimate.stages import StageTime
+from explorer.presets import load_cluster, load_model
+from explorer.specs import Layout, TrainingWorkload
+from explorer.straggler import (
+    STRAGGLER_WHERE,
+    Straggler,
+    slowed_stages,
+    speed_balanced_layers,
+    speed_split,
+    step_s,
+    straggler_cost,
+    uneven_batch,
+)
+
+EXACT = 1e-12
+
+
+def _stage(index: int) -> StageTime:
+    """F = B = W = 1 s of compute, no collectives, a 0.5 s optimizer step."""
+    passes = PassTimes(
+        forward_s=1.0, backward_input_s=1.0, weight_s=1.0, recompute_s=0.0,
+        attention_forward_s=0.0, dense_efficiency=1.0,
+    )  # fmt: skip
+    return StageTime(stage=index, layers=(index,), compute=passes, collectives=(), optimizer_s=0.5)
+
+
+def test_speed_split_gives_the_half_speed_replica_its_share():
+    # 32 micro-batches over speeds 1, 1, 1, 0.5: an even split takes 8 / 0.5 = 16 units; the
+    # best integer split takes 10 (9 + 9 + 9 + 5 = 32 or 10 + 9 + 9 + 4: both 10).
+    counts = speed_split(32, (1.0, 1.0, 1.0, 0.5))
+    assert sum(counts) == 32
+    assert max(c / s for c, s in zip(counts, (1.0, 1.0, 1.0, 0.5), strict=True)) == 10
+
+
+def test_a_rank_at_half_speed_gets_half_the_layers():
+    # 80 layers, rank 3 at half speed: T = 23 gives 23 x 3 + 11 = 80, max(23, 11 / 0.5) = 23.
+    assert speed_balanced_layers(80, (1.0, 1.0, 1.0, 0.5)) == (23, 23, 23, 11)
+
+
+def test_a_slow_pipeline_stage_stretches_the_1f1b_steady_state():
+    # 1F1B, P = 4, M = 8, cycle C = 3 s; stage 2 50% slower: C' = 4.5 s. Bottleneck form
+    # (Narayanan et al. 2021 sec. 2.2): M C_max + (sum C - C_max) = 36 + 9 = 45 s, plus the
+    # slowest tail, 0.5 x 1.5 = 0.75 s; at speed 8 x 3 + 9 + 0.5 = 33.5 s.
+    stages, layout = tuple(_stage(i) for i in range(4)), Layout(pp=4)
+    slow = slowed_stages(stages, layout, Straggler(slowdown=0.5, where="pp-stage", stage=2))
+    assert step_s(stages, layout, 8, A) == pytest.approx(33.5, rel=EXACT)
+    assert step_s(slow, layout, 8, A) == pytest.approx(45.75, rel=EXACT)
+
+
+def test_an_uneven_batch_lets_the_slow_replica_run_fewer_microbatches():
+    # DP 4, M = 8 each (32 in all), no pipeline, C = 3 s; one replica twice as slow: 8 x 6 + 1
+    # = 49 s. k micro-batches on it, ceil((32 - k) / 3) on the others: k = 4 gives
+    # max(4 x 6 + 1, 10 x 3 + 0.5) = 30.5 s, the least (k = 2, 3 tie; the largest is taken).
+    stages, layout = (_stage(0),), Layout(dp=4)
+    straggler = Straggler(slowdown=1.0)
+    assert step_s(slowed_stages(stages, layout, straggler), layout, 8, A) == pytest.approx(49.0)
+    found = uneven_batch(stages, layout, 8, straggler, A)
+    assert found is not None
+    assert found.step_s == pytest.approx(30.5, rel=EXACT)
+    assert "runs 4 micro-batches instead of 8" in found.detail
+
+
+MODEL, CLUSTER = load_model("llama-3.1-70b"), load_cluster("hgx-h100", 8)
+WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=256)
+LAYOUT = Layout(tp=8, pp=4, dp=2, zero=1, micro_batch_size=1, recompute="full")
+
+
+@pytest.mark.parametrize("where", STRAGGLER_WHERE)
+def test_a_straggler_at_zero_percent_changes_nothing(where):
+    cost = straggler_cost(MODEL, CLUSTER, LAYOUT, WORKLOAD, Straggler(slowdown=0.0, where=where))
+    assert cost.step_s == estimate(MODEL, CLUSTER, LAYOUT, WORKLOAD).step_time_s
+    assert cost.step_s == cost.baseline_step_s and cost.mitigations == ()
+
+
+def test_a_slow_replica_costs_at_most_its_slowdown_and_the_uneven_batch_wins_some_back():
+    # Its compute and optimizer step stretch by 10%; the collectives do not (only hide more).
+    cost = straggler_cost(MODEL, CLUSTER, LAYOUT, WORKLOAD, Straggler(slowdown=0.1))
+    assert 0 < cost.cost_fraction <= 0.1
+    assert [m.name for m in cost.mitigations] == ["uneven-batch"]
+    assert cost.baseline_step_s < cost.mitigations[0].step_s < cost.step_s
+
+
+def test_fewer_layers_on_a_slow_stage_beat_leaving_it_and_fit():
+    straggler = Straggler(slowdown=0.2, where="pp-stage", stage=1)
+    cost = straggler_cost(MODEL, CLUSTER, LAYOUT, WORKLOAD, straggler)
+    fewer = {m.name: m for m in cost.mitigations}["fewer-layers"]
+    assert fewer.layout is not None and fewer.layout.stage_layers is not None
+    layers = fewer.layout.stage_layers
+    assert layers[1] == min(layers) and sum(layers) == MODEL.num_hidden_layers
+    assert fewer.step_s < cost.step_s
+
+
+def test_a_slow_link_on_the_tensor_parallel_axis_costs_more_than_on_data_parallel():
+    # TP all-reduces run every micro-batch in the critical path; DP's hide behind the backward.
+    slow = {axis: Straggler(slowdown=1.0, where="link", axis=axis) for axis in ("tp", "dp")}
+    tp, dp = (straggler_cost(MODEL, CLUSTER, LAYOUT, WORKLOAD, slow[a]) for a in ("tp", "dp"))
+    assert tp.step_s > dp.step_s > tp.baseline_step_s
+
+
+def test_bad_stragglers_say_what_is_wrong():
+    with pytest.raises(ValueError, match="slowdown must be zero or more"):
+        Straggler(slowdown=-0.1)
+    with pytest.raises(ValueError, match="outside the 4 pipeline ranks"):
+        straggler = Straggler(slowdown=0.1, where="pp-stage", stage=4)
+        straggler_cost(MODEL, CLUSTER, LAYOUT, WORKLOAD, straggler)
+
+
+def test_the_estimate_cli_reports_the_straggler_under_its_own_key(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "COMMANDS", ("estimate",))
+    argv = ["estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "8", "--pp",
+            "4", "--dp", "2", "--zero", "1", "--gbs", "256", "--seq", "4096", "--recompute",
+            "full", "--straggler-slowdown", "0.2", "--straggler-where", "pp-stage",
+            "--straggler-stage", "1", "--json"]  # fmt: skip
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    found = out["straggler"]
+    assert found["where"] == "pp-stage" and found["baseline_step_time_s"] == out["step_time_s"]
+    assert found["step_time_s"] > out["step_time_s"]
+    assert found["mitigations"][0]["step_time_s"] < found["step_time_s"]
