@@ -22,6 +22,8 @@ from explorer.counting import active_params_as_published, param_counts
 from explorer.presets import load_model, model_entry, model_ids
 from explorer.published_runs import published_table
 from explorer.published_runs import summary as published_summary
+from explorer.published_serving import estimate_run, load_runs
+from explorer.published_serving import summary as serving_summary
 from explorer.schedules import StageTimes, build_schedule, simulate
 from explorer.specs import ScheduleName
 from explorer.validation_data import HELDOUT_PATH, comparison_table, load_results
@@ -216,9 +218,9 @@ def _step_time() -> str:
 def _communication() -> str:
     s = step_time_summary()
     return (
-        "Communication: alpha-beta collective models at assumed link efficiencies, not "
-        f"measured on their own; they are part of the step time ({s.text} against "
-        f"{s.count} published figures)."
+        "Communication: collectives timed by message size on published nccl-tests sweeps and "
+        "NCCL's protocol latencies (presets/fabrics), tested against those figures; in a step "
+        f"they are part of the step time ({s.text} against {s.count} published figures)."
     )
 
 
@@ -252,11 +254,24 @@ def _scaling() -> str:
     )
 
 
+@cache
+def serving_runs_check() -> tuple[float, float, int, int]:
+    """(mean |error|, the worst signed error, runs estimated, runs) of tokens/s per GPU against
+    validation/serving_runs.toml (explorer.published_serving; none fitted)."""
+    checks = [estimate_run(run) for run in load_runs()]
+    mean, worst, missing = serving_summary(checks)
+    return mean, worst.error or 0.0, len(checks) - missing, len(checks)
+
+
 def _serving() -> str:
+    mean, worst, scored, runs = serving_runs_check()
+    sign = "+" if worst > 0 else "-"
     return (
-        "Serving: a roofline with assumed kernel efficiencies, compared with no measured "
-        "serving run yet, so its error is unknown; it leaves out queueing, kernel launch gaps "
-        "and other overheads, so real latencies are likely higher."
+        f"Serving: throughput per GPU against {scored} of {runs} published serving runs "
+        "(TensorRT-LLM's performance tables, SGLang's and DeepSeek's deployments; none "
+        f"fitted) has mean |error| {percent_text(mean)}, worst {sign}{percent_text(worst)}; "
+        "latency percentiles under load come from a scheduler simulation that no published "
+        "percentile has checked yet."
     )
 
 

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.calibration import calibration_table
 from explorer.published_runs import published_table
+from explorer.published_serving import load_runs
 from explorer.scenario import DEEPSEEK_V3, Scenario, to_query
 from explorer.trust import KINDS, expected_error
 from explorer.validation_data import HELDOUT_PATH, comparison_table
@@ -107,13 +108,15 @@ def test_the_validation_page_states_every_expected_error_and_the_published_runs(
     }
     assert "Held-out worst |peak error|" in metric_labels(at)
     # today's GPUs: every published run of validation/published_runs.toml, with its error
-    (today,) = [f.value for f in at.dataframe if "published tokens/s/GPU" in f.value.columns]
+    (today,) = [f.value for f in at.dataframe if "exact layout" in f.value.columns]
     runs = published_table()
     assert len(today) == len(runs)
     error = runs["estimated_tokens_per_s_per_gpu"] / runs["published_tokens_per_s_per_gpu"] - 1
     assert today["error (%)"].tolist() == ((error * 100).round(1) + 0.0).tolist()
     (by_generation,) = [f.value for f in at.dataframe if "exact_layouts" in f.value.columns]
     assert by_generation.set_index("group").loc["all", "runs"] == len(runs)
+    (serving,) = [f.value for f in at.dataframe if "engine" in f.value.columns]
+    assert len(serving) == len(load_runs())  # every published serving run, estimated or not
 
 
 @pytest.mark.parametrize("workload", ["training", "serving"])

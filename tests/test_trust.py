@@ -8,6 +8,7 @@ import pytest
 from explorer import calibration
 from explorer.counting import active_params_as_published, param_counts
 from explorer.presets import load_model, model_entry, model_ids
+from explorer.published_serving import estimate_run, load_runs
 from explorer.trust import BUBBLE_CASES, KINDS, expected_error, percent_text
 from explorer.validation_data import HELDOUT_PATH, comparison_table
 
@@ -130,7 +131,12 @@ def test_params_state_the_error_against_every_published_count():
     assert f"published totals of {len(totals)} presets ({exact} exact" in statement
 
 
-def test_serving_says_its_error_is_unknown_rather_than_inventing_one():
+def test_serving_states_its_error_against_the_published_serving_runs():
+    checks = [estimate_run(run) for run in load_runs()]
+    scored = [c.error for c in checks if c.error is not None]
+    mean = sum(abs(e) for e in scored) / len(scored)
+    worst = max(scored, key=abs)
     statement = expected_error("serving")
-    assert "no measured serving run" in statement and "unknown" in statement
-    assert "%" not in statement
+    assert f"against {len(scored)} of {len(checks)} published serving runs" in statement
+    assert f"mean |error| {percent_text(mean)}" in statement
+    assert f"worst {'+' if worst > 0 else '-'}{percent_text(worst)}" in statement

@@ -337,6 +337,24 @@ def published_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, runs.summary(table)
 
 
+@st.cache_data(max_entries=2, show_spinner="Estimating the published serving runs…")
+def published_serving() -> pd.DataFrame:
+    """explorer.published_serving: each published serving run against its estimate."""
+    runs = core("published_serving")
+    checks = [runs.estimate_run(run) for run in runs.load_runs()]
+    return pd.DataFrame(
+        {
+            "run": [c.id for c in checks],
+            "engine": [c.engine for c in checks],
+            "phase": [c.phase for c in checks],
+            "published tokens/s/GPU": [c.measured_per_gpu for c in checks],
+            "estimated tokens/s/GPU": [c.estimated_per_gpu for c in checks],
+            "error (%)": [None if c.error is None else round(c.error * 100, 1) for c in checks],
+            "at": [c.why for c in checks],
+        }
+    )
+
+
 @st.cache_data(max_entries=4, show_spinner="Estimating the published runs…")
 def calibration_table() -> pd.DataFrame:
     """explorer.calibration's table: our estimate against each published figure."""

@@ -166,6 +166,26 @@ def _todays_runs() -> None:
     )
 
 
+def _serving_runs() -> None:
+    st.markdown("#### Published serving runs: tokens/s per GPU")
+    st.caption(
+        "TensorRT-LLM's performance overview, SGLang's large-scale EP deployment and "
+        "DeepSeek's production decode (`validation/serving_runs.toml`; `python -m "
+        "validation.serving`), each at its engine, layout, precision and lengths; nothing "
+        "fitted. A run whose KV cache cannot hold its batch has no estimate."
+    )
+    st.dataframe(
+        cached.published_serving(),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "published tokens/s/GPU": st.column_config.NumberColumn(format="%.4g"),
+            "estimated tokens/s/GPU": st.column_config.NumberColumn(format="%.4g"),
+            "error (%)": st.column_config.NumberColumn(format="%+.1f"),
+        },
+    )
+
+
 def render(scenario: Scenario) -> None:
     st.subheader("Validation: how accurate is it?")
     _statements()
@@ -210,6 +230,7 @@ def render(scenario: Scenario) -> None:
     _categories(table, categories)
     _todays_runs()
     _published_runs()
+    _serving_runs()
 
 
 @st.fragment  # choosing a configuration reruns this panel only
