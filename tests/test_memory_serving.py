@@ -148,6 +148,17 @@ def test_kv_cache_is_concurrency_times_paged_length_times_bytes_per_token_per_gp
     assert memory.kv_cache == 10 * 1040 * 40_960  # 1030 tokens -> 65 blocks of 16
 
 
+@pytest.mark.parametrize(("prompt", "kept"), [(2_000, 2_016), (32_752, 4_096)])
+def test_a_sliding_window_keeps_only_the_windows_tokens_in_the_kv_cache(prompt, kept):
+    # Mistral 7B (arXiv:2310.06825 sec. 2, rolling buffer): every block attends to the last
+    # 4,096 tokens, so past the window a sequence holds 4,096 tokens' KV: 32 layers x 8 KV
+    # heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes a token on one GPU.
+    mistral = load_model("mistral-7b")
+    workload = ServingWorkload(prompt_len=prompt, output_len=16, concurrency=3)
+    memory = serving_memory(mistral, H100, ServingLayout(tp=1), workload)
+    assert memory.kv_cache == 3 * kept * 131_072  # 2,016 = 2,000 + 16 in blocks of 16
+
+
 def test_attention_data_parallel_groups_split_the_sequences():
     workload = ServingWorkload(concurrency=64, weights_dtype="fp8")
     whole = serving_memory(DEEPSEEK_V3, H100, ServingLayout(tp=8, ep=2), workload).kv_cache

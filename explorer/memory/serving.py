@@ -17,6 +17,7 @@ from explorer.memory.serving_layout import (
     attention_params_per_gpu,
     kv_bytes_per_token,
     kv_bytes_per_token_per_layer,
+    kv_cache_bytes_per_sequence,
     kv_fraction_per_gpu,
     kv_heads_per_gpu,
     paged_tokens,
@@ -133,9 +134,28 @@ def headroom_bytes(gpu: GpuSpec, assumptions: MemoryAssumptions) -> float:
     return gpu.memory_bytes - assumptions.gpu_memory_utilization * gpu.memory_bytes
 
 
-def kv_bytes_per_sequence(shape: StageShape, workload: ServingWorkload, block: int) -> float:
-    """KV bytes per GPU for one sequence at its final length (prompt + output), paged."""
-    return paged_tokens(workload.prompt_len + workload.output_len, block) * shape.kv_bytes_per_token
+def kv_bytes_per_sequence(
+    model: ModelSpec, shape: StageShape, workload: ServingWorkload, block: int
+) -> float:
+    """KV bytes per GPU for one sequence at its final length (prompt + output), paged; blocks
+    with a sliding window or chunked attention keep only their window (explorer.memory.
+    serving_layout.kv_cache_bytes_per_sequence; Mistral 7B, arXiv:2310.06825, sec. 2)."""
+    tokens = paged_tokens(workload.prompt_len + workload.output_len, block)
+    return tokens * shape.kv_bytes_per_token * window_share(model, shape, workload, tokens)
+
+
+def window_share(
+    model: ModelSpec, shape: StageShape, workload: ServingWorkload, tokens: int
+) -> float:
+    """Share of a stage's full-context KV cache its blocks keep at ``tokens`` of context: 1
+    without windows; Gated DeltaNet stages (fixed state, not KV) are left at 1."""
+    layers = shape.layers
+    if not layers or model.linear_attention_layers:
+        return 1.0
+    full = kv_bytes_per_token_per_layer(model, workload.kv_dtype) * tokens * len(layers)
+    if full <= 0:
+        return 1.0
+    return min(1.0, kv_cache_bytes_per_sequence(model, workload.kv_dtype, tokens, layers) / full)
 
 
 def _stage_memory(
@@ -147,7 +167,7 @@ def _stage_memory(
     assumptions: MemoryAssumptions,
 ) -> ServingMemory:
     seqs = -(-workload.concurrency // layout.ep)  # sequences per attention data-parallel group
-    kv = seqs * kv_bytes_per_sequence(shape, workload, assumptions.kv_block_tokens)
+    kv = seqs * kv_bytes_per_sequence(model, shape, workload, assumptions.kv_block_tokens)
     workspace = prefill_workspace_bytes(model, layout.tp, assumptions.prefill_chunk_tokens)
     logits = logits_bytes(model, seqs) if shape.has_lm_head else 0.0
     return ServingMemory(
@@ -193,7 +213,7 @@ def max_concurrency(
     per_group = []
     for shape in shapes:
         with_one = _stage_memory(model, gpu, layout, shape, one, a).total
-        per_seq = kv_bytes_per_sequence(shape, workload, a.kv_block_tokens)
+        per_seq = kv_bytes_per_sequence(model, shape, workload, a.kv_block_tokens)
         per_seq += logits_bytes(model, 1) if shape.has_lm_head else 0.0
         free = gpu.memory_bytes - (with_one - per_seq)  # everything that is not per sequence
         per_group.append(max(0, math.floor(free / per_seq)))
@@ -219,7 +239,7 @@ def kv_capacity_tokens(
     per_group = []
     for shape in shapes:
         with_one = _stage_memory(model, gpu, layout, shape, one, a).total
-        per_seq = kv_bytes_per_sequence(shape, workload, a.kv_block_tokens)
+        per_seq = kv_bytes_per_sequence(model, shape, workload, a.kv_block_tokens)
         free = gpu.memory_bytes - (with_one - per_seq)
         blocks = max(0, math.floor(free / (shape.kv_bytes_per_token * a.kv_block_tokens)))
         per_group.append(blocks * a.kv_block_tokens)
