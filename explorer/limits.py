@@ -54,6 +54,8 @@ SEARCH_BUDGET_S: Final = 60.0
 presets take 0.1 to 3 s)."""
 SERVING_BUDGET_S: Final = 60.0
 """Wall time one serving plan may take before it stops with a sentence, s."""
+SCALING_BUDGET_S: Final = 120.0
+"""Wall time one scaling sweep (every GPU count's best layout) may take, s."""
 MAX_QUEUED: Final = 4_000_000
 """Nodes a mesh search may hold in its queue (about 1 GB) before it stops with a sentence."""
 

@@ -12,11 +12,14 @@ count that fits, and says so in ``denominator``.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAssumptions, estimate
+from explorer.limits import SCALING_BUDGET_S
 from explorer.specs import ClusterSpec, Layout, ModelSpec, Recompute, TrainingWorkload
 
 ScalingKind = Literal["strong", "weak"]
@@ -107,13 +110,20 @@ def best_estimate(
     layouts: Iterable[Layout],
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    deadline: float = math.inf,
 ) -> Estimate | None:
     """The fastest (most tokens/s) layout that fits in memory; None when none fits.
 
-    Layouts that cannot run (ValueError: schedule rules, EP folding) are skipped.
+    Layouts that cannot run (ValueError: schedule rules, EP folding) are skipped; past
+    ``deadline`` (time.perf_counter) a ValueError says the sweep ran out of its budget.
     """
     best: Estimate | None = None
     for layout in layouts:
+        if time.perf_counter() > deadline:
+            raise ValueError(
+                f"the scaling sweep stopped at its time budget of {SCALING_BUDGET_S:g} s; "
+                "ask for fewer or smaller GPU counts"
+            )
         try:
             found = estimate(model, cluster, layout, workload, assumptions)
         except ValueError:
@@ -200,8 +210,10 @@ def scaling_sweep(
     family: LayoutFamily = DEFAULT_FAMILY,
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
     candidates: Candidates | None = None,
+    budget_s: float = SCALING_BUDGET_S,
 ) -> ScalingSweep:
     """Best layout and throughput at each GPU count; efficiency against the first that fits.
+    The whole sweep stops with a sentence past ``budget_s`` seconds (issue 15).
 
     ``workload``'s global batch is the batch at the smallest count (weak scaling scales it).
     ``candidates`` replaces the built-in layout family (e.g. the mesh search).
@@ -211,6 +223,7 @@ def scaling_sweep(
     if not counts or counts[0] < 1:
         raise ValueError(f"GPU counts must be positive, got {counts}")
     found = []
+    deadline = time.perf_counter() + budget_s
     for n in counts:
         batch = _batch_at(kind, workload, counts[0], n)
         sized = replace(workload, global_batch_size=batch)
@@ -220,7 +233,8 @@ def scaling_sweep(
             if candidates
             else family_layouts(model, nodes, n, sized, family)
         )
-        found.append((n, batch, best_estimate(model, nodes, layouts, sized, assumptions)))
+        best = best_estimate(model, nodes, layouts, sized, assumptions, deadline)
+        found.append((n, batch, best))
     return _with_efficiency(kind, model.name, found)
 
 

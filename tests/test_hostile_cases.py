@@ -255,6 +255,17 @@ def test_a_serving_plan_past_its_time_budget_stops_with_a_sentence():
         plan_serving(load_model("llama-3.1-70b"), cluster, 16, ServingWorkload(), budget_s=-1.0)
 
 
+def test_a_scaling_sweep_past_its_time_budget_stops_with_a_sentence():
+    from explorer.scaling import scaling_sweep
+
+    cluster = resolve_cluster(ClusterInputs(gpus_per_node=8, num_nodes=1))
+    model, workload = load_model("llama-3.1-8b"), TrainingWorkload(global_batch_size=64)
+    with pytest.raises(ValueError, match="scaling sweep stopped at its time budget"):
+        scaling_sweep("strong", model, cluster, [8, 16], workload, budget_s=-1.0)
+    done = scaling_sweep("strong", model, cluster, [8, 16], workload)  # the default budget
+    assert [p.num_gpus for p in done.points] == [8, 16]
+
+
 def test_a_schedule_within_the_budget_builds_and_one_past_it_does_not():
     assert len(build_schedule("1f1b", 16, 1024).actions) == 16
     with pytest.raises(ValueError, match="actions"):
