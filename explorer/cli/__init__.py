@@ -1,4 +1,4 @@
-"""``python -m explorer``: the command-line face of the core (contract in DESIGN.md).
+"""``python -m explorer``: the command-line face of the core (docs/ARCHITECTURE.md).
 
 Each subcommand lives in its own module of this package and exposes ``NAME``, ``HELP``,
 ``add_arguments(parser)``, ``run(args) -> dict`` (the JSON object) and ``render(result) -> str``
