@@ -1,4 +1,4 @@
-"""`python -m explorer serve`: the JSON contract of DESIGN.md and one-sentence errors."""
+"""`python -m explorer serve`: the JSON contract of docs/ARCHITECTURE.md and one-sentence errors."""
 
 from __future__ import annotations
 

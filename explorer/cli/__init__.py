@@ -1,4 +1,4 @@
-"""``python -m explorer``: the command-line face of the core (contract in DESIGN.md).
+"""``python -m explorer``: the command-line face of the core (docs/ARCHITECTURE.md).
 
 Each subcommand lives in its own module of this package and exposes ``NAME``, ``HELP``,
 ``add_arguments(parser)``, ``run(args) -> dict`` (the JSON object) and ``render(result) -> str``
@@ -77,10 +77,20 @@ def _describe(error: BaseException) -> str:
     return f"internal error ({type(error).__name__}: {error}); please report it with the command"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _module_name(command: str) -> str:
+    """The module of a subcommand's name (``import`` is a keyword, so its module is ``import_``)."""
+    return "import_" if command == "import" else command
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of ``command`` alone when it names one (so that
+    ``params`` does not import pandas and the search; see docs/ARCHITECTURE.md, cold start)."""
     parser = _Parser(prog="python -m explorer", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMANDS:
+    names = COMMANDS
+    if command is not None and _module_name(command) in COMMANDS:
+        names = (_module_name(command),)
+    for name in names:
         module = importlib.import_module(f"explorer.cli.{name}")
         child = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         child.add_argument("--json", action="store_true", help="print one JSON object")
@@ -93,7 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; 0 on success, 2 (one sentence on stderr) on any failure, 130 on
     Ctrl-C."""
     try:
-        args = build_parser().parse_args(argv)
+        arguments = sys.argv[1:] if argv is None else list(argv)
+        first = arguments[0] if arguments and not arguments[0].startswith("-") else None
+        args = build_parser(first).parse_args(arguments)
         result = args._module.run(args)
         text = finite_json(result) if args.json else args._module.render(result)
         sys.stdout.write(text + "\n")

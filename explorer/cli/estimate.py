@@ -200,7 +200,7 @@ def _stage_json(stage: StageMemory) -> dict[str, object]:
 
 
 def memory_json(result: TrainingMemory) -> dict[str, object]:
-    """The contract's ``estimate`` keys (DESIGN.md) for a training memory result."""
+    """The contract's ``estimate`` keys (docs/ARCHITECTURE.md) for a training memory result."""
     return {
         "gpu_bytes": result.gpu_bytes,
         "peak_bytes": result.peak_bytes,

@@ -141,7 +141,7 @@ def _roofline_json(r: Roofline) -> dict[str, object]:
 
 
 def estimate_json(e: ServingEstimate) -> dict[str, object]:
-    """One layout as the contract's JSON object (DESIGN.md, ``serve``)."""
+    """One layout as the contract's JSON object (docs/ARCHITECTURE.md, ``serve``)."""
     out: dict[str, object] = {
         **_layout_json(e.layout),
         "label": e.layout.label,

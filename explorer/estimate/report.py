@@ -1,4 +1,4 @@
-"""An Estimate as plain data (JSON keys of DESIGN.md) and as a simulated timeline."""
+"""An Estimate as plain data (JSON keys: docs/ARCHITECTURE.md) and as a simulated timeline."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The training memory categories (DESIGN.md) and a breakdown of bytes over them."""
+"""The training memory categories (docs/ARCHITECTURE.md) and a breakdown of bytes over them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Serving memory per GPU, by category: weights, kv_cache, activations, communication, runtime,
-headroom (DESIGN.md). A layout fits when the sum is at most the GPU's memory.
+headroom (docs/ARCHITECTURE.md). A layout fits when the sum is at most the GPU's memory.
 
 The layout, the engine's memory assumptions and what each GPU of a stage holds (weights, KV
 bytes per token, sharding conventions) are in explorer.memory.serving_layout, re-exported here.

@@ -1,7 +1,7 @@
 """Training memory per GPU, by category, for every pipeline stage of a layout.
 
-Categories (DESIGN.md): parameters, gradients, master_weights, optimizer_states (model states,
-``states.py``), activations (``activations.py``, ``stage_activations.py``), temporary
+Categories (docs/ARCHITECTURE.md): parameters, gradients, master_weights, optimizer_states
+(model states, ``states.py``), activations (``activations.py``, ``stage_activations.py``), temporary
 (``temporaries.py``: ZeRO-3 gathers, gradient buckets, cross-entropy and optimizer-step
 temporaries), communication (NCCL buffers), runtime (CUDA context and library workspaces) and
 headroom (allocator reserve). Each stage's breakdown is taken at its peak phase (``phases.py``:

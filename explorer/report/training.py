@@ -27,7 +27,7 @@ CATEGORY_LABELS = {
     "runtime": "runtime",
     "headroom": "headroom",
 }
-"""Short column labels of the memory categories (DESIGN.md names)."""
+"""Short column labels of the memory categories (docs/ARCHITECTURE.md names)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -212,7 +212,8 @@ def build_schedule(
     """The actions of schedule ``name`` for P stages, M micro-batches and V chunks per stage.
 
     Raises ValueError (one sentence) when P, M or V do not suit the schedule.
-    Source: see each order function; REFERENCES.md "Pipeline schedules".
+    Source: see each order function (GPipe arXiv:1811.06965, 1F1B arXiv:2104.04473, ZB-H1
+    arXiv:2401.10241, DualPipe: DeepSeek-V3 report arXiv:2412.19437).
     """
     orders, pairs = stage_orders(name, stages, microbatches, virtual)
     actions = tuple(

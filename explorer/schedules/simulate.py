@@ -200,7 +200,8 @@ def peak_inflight(
     """Peak activation sets held on each stage, stage-equivalent micro-batches (unit times).
 
     Simulated with F = B = W = 1 (B = 2 where W is not split); for the memory model.
-    Source: the in-flight rule of this module; closed forms in REFERENCES.md.
+    Source: the in-flight rule of this module; closed forms in
+    ``explorer.partition.inflight_microbatches``.
     """
     schedule = build_schedule(name, stages, microbatches, virtual)
     times = StageTimes.uniform(stages, forward_s=1.0, backward_s=1.0, weight_s=1.0)

@@ -1,7 +1,7 @@
 """Table rows: an estimate as a flat record, a rejection as a record, and their DataFrames.
 
 Column names carry units (``_s``, ``_bytes``); memory categories appear as ``mem_<category>_bytes``
-of the peak stage (DESIGN.md names); exposed communication as ``exposed_<kind>_s`` per
+of the peak stage (docs/ARCHITECTURE.md); exposed communication as ``exposed_<kind>_s`` per
 collective kind and ``exposed_<axis>_s`` per mesh axis. ``spare_bytes`` is the GPU memory left
 above the peak (the tie-break of the ranking); ``headroom`` is the allocator reserve inside it.
 """

@@ -1,6 +1,6 @@
 """One colour per memory category, collective and mesh axis, used by every chart and table.
 
-Categories are the names of DESIGN.md ("Memory categories"); training and serving share the
+Categories are the names of docs/ARCHITECTURE.md ("Contracts"); training and serving share the
 colours of the categories they share (serving ``weights`` is the training ``parameters`` blue).
 The palette is Tableau 10, which stays distinguishable for the common colour-vision deficiencies
 in neighbouring pairs.

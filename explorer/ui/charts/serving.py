@@ -12,7 +12,7 @@ from explorer.ui.charts.style import styled
 from explorer.units import GiB
 
 SERVING_CATEGORIES = ("weights", "kv_cache", "activations", "communication", "runtime", "headroom")
-"""Serving memory categories, bottom of the stack first (DESIGN.md)."""
+"""Serving memory categories, bottom of the stack first (docs/ARCHITECTURE.md)."""
 LEGEND_RIGHT = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
 """Legend beside the plot: many layouts would crowd a legend above it."""
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#9D755D", "#FF9DA6")
