@@ -1,4 +1,4 @@
-"""``python -m explorer search``: the JSON contract of docs/ARCHITECTURE.md, the text table, bad input."""
+"""``python -m explorer search``: the JSON contract (docs/ARCHITECTURE.md), the table, bad input."""
 
 from __future__ import annotations
 
