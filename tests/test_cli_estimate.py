@@ -1,4 +1,4 @@
-"""``python -m explorer estimate``: the JSON contract (docs/ARCHITECTURE.md), one-sentence errors."""
+"""``python -m explorer estimate``: the JSON contract (docs/ARCHITECTURE.md) and bad input."""
 
 from __future__ import annotations
 
