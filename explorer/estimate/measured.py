@@ -123,7 +123,7 @@ def _rank_parts(est: Estimate, rank: int) -> tuple[StageTime, ...]:
 
 
 def _by_axis(collectives: list, per_step: bool) -> dict[str, float]:
-    out = dict.fromkeys(AXES, 0.0)
+    out: dict[str, float] = dict.fromkeys(AXES, 0.0)
     for c in collectives:
         if (c.phase == "step") == per_step:
             out[c.axis] += c.exposed_s
