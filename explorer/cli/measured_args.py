@@ -61,7 +61,7 @@ def measured_from(
         out["step"] = comparison_dict(compare_step(step, seconds), "s")
     if peak is not None:
         out["memory"] = comparison_dict(compare_memory(step, peak * GiB), "bytes")
-    if key:
+    if key and seconds is not None:
         fix, step = correct(key, seconds, step, estimate_with)
         out["correction"] = {
             "key": fix.key,
