@@ -39,8 +39,10 @@ AXES = tuple(MESH_ORDER)
 """Mesh axes whose exposed communication is a part of its own (``comm.<axis>``)."""
 MODEL_STATES = ("parameters", "gradients", "master_weights", "optimizer_states")
 """Memory categories fixed by counts, byte widths and sharding (explorer.memory.training)."""
-AGREE = 1e-9
-"""Relative gap below which the measurement agrees with the estimate (nothing to attribute)."""
+AGREE = 1e-3
+"""Relative gap below which the measurement agrees with the estimate (nothing to attribute):
+0.1%, the same as ``SOLVE_TOLERANCE``, so a corrected estimate reads as agreeing (a step
+measured twice differs by more than that)."""
 WIDTH_TOLERANCE = 0.05
 """How near a power of two a model-state factor must be to read as a byte width or sharding
 degree off (bf16 vs fp32 gradients: 2; ZeRO over 8 ranks missed: 8)."""
