@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.estimate.core import Estimate
 from explorer.estimate.stages import EstimateAssumptions, StageTime
-from explorer.report.assumptions import with_overrides
 from explorer.specs import MESH_ORDER
 
 AXES = tuple(MESH_ORDER)
@@ -171,6 +170,14 @@ def step_correction_key(est: Estimate, component: str) -> str | None:
     return None
 
 
+def with_value(holder: object, key: str, value: float) -> object:
+    """``holder`` (nested frozen dataclasses) with the field ``key`` (``group.field``) set."""
+    head, _, rest = key.partition(".")
+    if not rest:
+        return replace(holder, **{head: value})  # type: ignore[type-var]
+    return replace(holder, **{head: with_value(getattr(holder, head), rest, value)})  # type: ignore[type-var]
+
+
 def _current(assumptions: EstimateAssumptions, key: str) -> float:
     holder: object = assumptions
     for name in key.split("."):
@@ -288,7 +295,7 @@ def correct(
     lo, hi = _bounds(key, est)
 
     def at(value: float) -> Estimate:
-        return estimate_with(with_overrides(est.assumptions, {key: value}))
+        return estimate_with(with_value(est.assumptions, key, value))  # type: ignore[arg-type]
 
     slow, fast = at(lo), at(hi)
     if slow.step_time_s <= measured_s:
