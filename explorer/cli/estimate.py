@@ -36,6 +36,7 @@ from explorer.cli.importing import (
     imported_lines,
     imported_result,
 )
+from explorer.cli.measured_args import add_measured, measured_from, measured_lines
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
 from explorer.hetero import hetero_dict, hetero_dp, hetero_pp, parse_groups
 from explorer.memory import (
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_calibration(group)
     add_import(parser, LAYOUT_DESTS + WORKLOAD_DESTS[:-1])  # estimate takes no --gpus
     add_cost(parser)
+    add_measured(parser)
 
 
 def add_straggler(parser: argparse.ArgumentParser) -> None:
@@ -222,6 +224,10 @@ def run(args: argparse.Namespace) -> dict:
     base = EstimateAssumptions(memory=assumptions_from(args))
     assumptions = assumed(args, base, calibrated=calibrated)
     step = estimate(model, cluster, layout, workload, assumptions)
+    step, measured = measured_from(
+        args, step, lambda a: estimate(model, cluster, layout, workload, a)
+    )
+    assumptions = step.assumptions  # with the correction, when one is applied
     result = step.memory  # training_memory, as estimate computes it
     timing = estimate_dict(step)
     straggler = straggler_from(args)
@@ -249,6 +255,7 @@ def run(args: argparse.Namespace) -> dict:
         ),
         **({"straggler": straggler_dict(slow)} if slow else {}),
         **({"mixed": mixed} if mixed else {}),
+        **({"measured": measured} if measured else {}),
     }
 
 
@@ -279,6 +286,7 @@ def render(result: dict) -> str:
     lines += cost_lines(result.get("cost"))
     lines += _straggler_lines(result.get("straggler"))
     lines += _mixed_lines(result.get("mixed"))
+    lines += measured_lines(result.get("measured"))
     return "\n".join(lines + imported_lines(result))
 
 

@@ -97,15 +97,17 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "assume": ("", "assumptions"),
     "calib": ("", "calibration"),
     "reserve": ("", "reserve_gib"),
+    "measured_step": ("", "measured_step_s"),
+    "measured_peak": ("", "measured_peak_gib"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
 
 
 _NULLABLE = frozenset(
     {"recompute_num_layers", "first_stage_layers", "last_stage_layers", "pipeline_layout",
-     "dp_shard"}
+     "dp_shard", "measured_step_s", "measured_peak_gib"}
 )  # fmt: skip
-"""Layout fields whose None is written "None" in a link."""
+"""Layout fields (and the measured run's) whose None is written "None" in a link."""
 
 
 @cache

@@ -39,6 +39,7 @@ from explorer.specs import (
     WeightDType,
     ZeroStage,
 )
+from explorer.units import GiB
 
 WorkloadKind = Literal["training", "serving"]
 ModelSource = Literal["preset", "generic", "upload"]
@@ -56,6 +57,10 @@ ConfigText = Annotated[str, Field(max_length=MAX_URL_CONFIG_CHARS)]
 Finite = Annotated[float, Field(ge=-MAX_ASSUMPTION, le=MAX_ASSUMPTION, allow_inf_nan=False)]
 AssumptionValue = bool | Finite | Annotated[str, Field(max_length=64)] | None
 Overrides = tuple[tuple[Annotated[str, Field(max_length=64)], AssumptionValue], ...]
+MeasuredStep = Annotated[float, Field(gt=0, le=limit("pass_s"), allow_inf_nan=False)] | None
+MeasuredPeak = (
+    Annotated[float, Field(gt=0, le=limit("memory_bytes") / GiB, allow_inf_nan=False)] | None
+)
 CalibrationNotes = Annotated[
     tuple[tuple[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=400)]], ...],
     Field(max_length=16),
@@ -189,6 +194,11 @@ class Scenario:
     reserve_gib: Annotated[float, Field(ge=0, le=1024)] = 4.0
     """Free memory per GPU (GiB = 2^30 bytes) a person wants left at the peak; less is shown
     amber. A display threshold: the estimate itself keeps the allocator headroom apart."""
+    measured_step_s: MeasuredStep = None
+    """Seconds per step a person measured for the current layout (None: not entered); compared
+    with the estimate (explorer.estimate.measured), which it never changes by itself."""
+    measured_peak_gib: MeasuredPeak = None
+    """Peak memory per GPU a person measured, GiB = 2^30 bytes (None: not entered)."""
 
     def __post_init__(self) -> None:
         # One order for equal overrides, so equal scenarios compare, hash and cache as equal.

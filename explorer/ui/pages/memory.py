@@ -12,7 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 from explorer.estimate.fixes import fit_status
 from explorer.scenario import LayoutInputs, Scenario
 from explorer.specs import Layout
-from explorer.ui import cached, inputs, sidebar
+from explorer.ui import cached, inputs, measured_input, sidebar
 from explorer.ui.charts.colors import memory_label
 from explorer.ui.format import gib, percent, seconds
 from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
@@ -191,6 +191,7 @@ def render(scenario: Scenario) -> None:
     reserve_input(cols[4])
     if not memory.fits:
         _fixes(case, scenario)
+    measured_input.render(case, scenario)
     # The verdict says whether it fits; the list keeps the other warnings.
     others = [w for w in memory.warnings if not w.startswith("does not fit")]
     if others:
