@@ -253,7 +253,7 @@ def _memory_bound(category: str, k: float) -> tuple[bool, str]:
 def compare_memory(est: Estimate, measured_bytes: float) -> Comparison:
     """The peak stage's memory (headroom left out) against a measured peak, by category.
 
-    Source: module docstring; categories of DESIGN.md (explorer.memory).
+    Source: module docstring; memory categories of docs/ARCHITECTURE.md (explorer.memory).
     """
     if not (math.isfinite(measured_bytes) and measured_bytes > 0):
         raise ValueError(
