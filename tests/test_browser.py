@@ -8,17 +8,14 @@ chart), then visit every page and save screenshots to test-artifacts/.
 from __future__ import annotations
 
 import json
-import socket
 import statistics
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
+
+from explorer.ui.bench_browser import served
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -31,50 +28,12 @@ MAIN = "[data-testid=stMainBlockContainer]"
 pytestmark = pytest.mark.browser
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.read() == b"ok"
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def app_url() -> Iterator[str]:
     """The app served by the README's command on a free port; stopped after the module."""
-    port = _free_port()
-    command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true", "--server.address", "127.0.0.1",
-        "--server.port", str(port), "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
-    ]  # fmt: skip
-    log = (
-        (ARTIFACTS / "streamlit.log").open("w") if ARTIFACTS.mkdir(exist_ok=True) is None else None
-    )
-    server = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not _healthy(url):
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start (see {ARTIFACTS / 'streamlit.log'})")
-            time.sleep(0.2)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with served(ROOT / "app.py", ROOT, TIMEOUT_MS / 1000, log=ARTIFACTS / "streamlit.log") as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        if log:
-            log.close()
 
 
 def _settled(page: Page, timeout_ms: int = TIMEOUT_MS) -> None:

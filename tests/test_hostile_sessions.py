@@ -9,11 +9,6 @@ time.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -23,6 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from explorer.presets import load_gpu, model_entry
 from explorer.scenario import from_query
+from explorer.ui.bench_browser import served
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_MS = 45_000
@@ -42,48 +38,11 @@ CASES = (  # model preset, GPU preset, nodes of 8 GPUs (DP = nodes with TP 8: th
 pytestmark = pytest.mark.browser
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.read() == b"ok"
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def app_url() -> Iterator[str]:
     """One app server for every session of this module (the README's command)."""
-    port = _free_port()
-    command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true", "--server.address", "127.0.0.1",
-        "--server.port", str(port), "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
-    ]  # fmt: skip
-    server = subprocess.Popen(
-        command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + TIMEOUT_MS / 1000
-        while not _healthy(url):
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("streamlit did not start")
-            time.sleep(0.1)  # the polling interval, not a wait for something to happen
+    with served(ROOT / "app.py", ROOT, TIMEOUT_MS / 1000) as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def _link(model: str, gpu: str, nodes: int) -> str:

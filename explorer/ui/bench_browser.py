@@ -103,8 +103,10 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def served(script: Path, cwd: Path, timeout_s: float) -> Iterator[str]:
-    """``streamlit run script`` on a free local port (the README's flags); yields its URL."""
+def served(script: Path, cwd: Path, timeout_s: float, log: Path | None = None) -> Iterator[str]:
+    """``streamlit run script`` on a free local port (the README's flags); yields its URL and
+    stops the server after. RuntimeError when it does not answer its health check within
+    ``timeout_s``. The browser tests serve the app through this too; ``log`` keeps its output."""
     port = _free_port()
     command = [
         sys.executable, "-m", "streamlit", "run", str(script),
@@ -112,17 +114,16 @@ def served(script: Path, cwd: Path, timeout_s: float) -> Iterator[str]:
         "--server.port", str(port), "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
     ]  # fmt: skip
-    server = subprocess.Popen(
-        command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    sink = log.open("w") if log is not None else subprocess.DEVNULL
+    server = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
         while not _healthy(url):
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"streamlit did not start for {script}")
-            time.sleep(0.2)
+                where = f" (see {log})" if log is not None else ""
+                raise RuntimeError(f"streamlit did not start for {script}{where}")
+            time.sleep(0.1)  # the polling interval, not a wait for something to happen
         yield url
     finally:
         server.terminate()
@@ -130,6 +131,8 @@ def served(script: Path, cwd: Path, timeout_s: float) -> Iterator[str]:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.kill()
+        if log is not None and not isinstance(sink, int):
+            sink.close()
 
 
 def _settled(page: Page, timeout_ms: float) -> None:
@@ -294,7 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.moves < 1 or args.repeats < 1:
         parser.error("--moves and --repeats must be at least 1.")
     pages = tuple(p for p in args.pages.split(",") if p)
-    result = run(pages, args.query, args.moves, args.repeats, args.timeout_s)
+    try:
+        result = run(pages, args.query, args.moves, args.repeats, args.timeout_s)
+    except RuntimeError as error:  # a server that did not start: one sentence
+        raise SystemExit(str(error)) from None
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     print(_table(result))
