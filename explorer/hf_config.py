@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -335,19 +335,27 @@ class _Gemma3(_Gemma2):
         return super().spec_fields() | {"qk_norm": True}
 
 
-class _Gemma3Multimodal(_Config):
-    """Gemma3ForConditionalGeneration: the language model in ``text_config``; the SigLIP vision
-    tower and projector (about 0.4B) are left out of every count."""
+class _Multimodal(_Config):
+    """A model whose language model sits in ``text_config`` (read by ``TEXT``); the vision
+    encoder and projector are left out of every count."""
 
+    TEXT: ClassVar[type[_Config]]
+    ARCHITECTURE: ClassVar[str]
     text_config: dict[str, Any]
 
     def spec_fields(self) -> dict[str, Any]:
         try:
-            return _Gemma3.model_validate(self.text_config).spec_fields()
+            return self.TEXT.model_validate(self.text_config).spec_fields()
         except ValidationError as error:
-            raise ConfigError(
-                _describe(error, "Gemma3ForConditionalGeneration (text_config)")
-            ) from None
+            raise ConfigError(_describe(error, f"{self.ARCHITECTURE} (text_config)")) from None
+
+
+class _Gemma3Multimodal(_Multimodal):
+    """Gemma3ForConditionalGeneration: the SigLIP vision tower and projector (about 0.4B) are
+    left out of every count."""
+
+    TEXT = _Gemma3
+    ARCHITECTURE = "Gemma3ForConditionalGeneration"
 
 
 class _Phi3(_Decoder, _Windowed):
@@ -611,19 +619,11 @@ class _Llama4Text(_Decoder):
         }
 
 
-class _Llama4(_Config):
-    """Llama4ForConditionalGeneration: the language model in ``text_config``; the vision
-    encoder and projector are left out of every count."""
+class _Llama4(_Multimodal):
+    """Llama4ForConditionalGeneration: the language model in ``text_config``."""
 
-    text_config: dict[str, Any]
-
-    def spec_fields(self) -> dict[str, Any]:
-        try:
-            return _Llama4Text.model_validate(self.text_config).spec_fields()
-        except ValidationError as error:
-            raise ConfigError(
-                _describe(error, "Llama4ForConditionalGeneration (text_config)")
-            ) from None
+    TEXT = _Llama4Text
+    ARCHITECTURE = "Llama4ForConditionalGeneration"
 
 
 class _GptOss(_Decoder, _Windowed):
