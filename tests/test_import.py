@@ -121,6 +121,9 @@ def test_torchtitan_train_configs(name, gpus, expected):
     assert (lay.tp, lay.dp, lay.zero, lay.micro_batch_size, lay.recompute) == expected[:5]
     assert got.workload.global_batch_size == expected[5]
     assert got.model is not None
+    # selective_ac_option 'op' is torchtitan's op-level SAC; no PP, so weights are resharded
+    assert lay.recompute_ops == (lay.recompute == "selective") and lay.reshard_after_forward
+    assert (lay.dp_shard, lay.recompute_every) == (None, 1)  # replicate 1: plain FSDP
 
 
 def test_torchtitan_imports_pytorch_memory_behaviour_and_megatron_keeps_the_default():
@@ -163,6 +166,66 @@ def test_torchtitan_deals_out_layers_as_it_does_with_embedding_and_output_weight
     # 9/9/8/8 per stage, so 8 / 9 / 8 / 7 transformer blocks
     text = "[model]\nflavor = '8B'\n[parallelism]\npipeline_parallel_degree = 4\n"
     assert read_torchtitan(text, 4).layout.stage_layers == (8, 9, 8, 7)
+
+
+@pytest.mark.parametrize(
+    ("option", "recompute", "every", "ops"),
+    [("op", "selective", 1, True), ("1", "full", 1, False), ("3", "full", 3, False)],
+)
+def test_torchtitan_selective_option_is_op_sac_or_every_nth_block(option, recompute, every, ops):
+    text = f"[activation_checkpoint]\nmode = 'selective'\nselective_ac_option = '{option}'\n"
+    lay = read_torchtitan(text, 8).layout
+    assert (lay.recompute, lay.recompute_every, lay.recompute_ops) == (recompute, every, ops)
+
+
+def test_megatron_offload_settings_read_into_the_layout():
+    line = (
+        "--fine-grained-activation-offloading --offload-modules core_attn attn_proj expert_fc1 "
+        "--cpu-offloading --cpu-offloading-num-layers 3 "
+        "--optimizer-cpu-offload --optimizer-offload-fraction 0.6"
+    )
+    got = read_megatron(line, 8)
+    lay = got.layout
+    assert lay.activation_offload == ("core_attn", "attn_proj", "expert_fc1")
+    assert (lay.offload_layers, lay.optimizer_offload_fraction) == (3, 0.6)
+    assert got.unsupported == ()
+    # Megatron-LM's --optimizer-offload-fraction defaults to 1.0; without the switches nothing
+    assert read_megatron("--optimizer-cpu-offload", 8).layout.optimizer_offload_fraction == 1.0
+    off = read_megatron("--offload-modules core_attn --optimizer-offload-fraction 0.5", 8).layout
+    assert (off.activation_offload, off.optimizer_offload_fraction) == ((), 0.0)
+
+
+def test_megatron_recipe_yaml_reads_the_same_keys():
+    text = (
+        "model:\n  tensor_model_parallel_size: 2\n  fine_grained_activation_offloading: true\n"
+        "  offload_modules: [moe_act]\n  recompute_granularity: full\n"
+        "  recompute_method: uniform\n  recompute_num_layers: 2\n"
+        "optimizer:\n  use_distributed_optimizer: true\n  optimizer_cpu_offload: true\n"
+        "  optimizer_offload_fraction: 0.5\n"
+        "ddp:\n  num_distributed_optimizer_instances: 2\n"
+    )
+    lay = read_megatron(text, 32).layout
+    assert (lay.tp, lay.dp, lay.zero) == (2, 16, 1)
+    assert lay.dp_shard == 16 // 2  # two optimizer instances, each sharded over 8 DP ranks
+    assert (lay.recompute, lay.recompute_method, lay.recompute_num_layers) == ("full", "uniform", 2)
+    assert (lay.activation_offload, lay.optimizer_offload_fraction) == (("moe_act",), 0.5)
+
+
+def test_distributed_optimizer_instances_need_the_distributed_optimizer():
+    got = read_megatron("--num-distributed-optimizer-instances 2", 8)
+    assert got.layout.dp_shard is None
+    assert any(s.startswith("--num-distributed-optimizer-instances 2: without") for s in
+               got.unsupported)  # fmt: skip
+
+
+def test_megatron_first_and_last_stage_layers_are_layout_fields():
+    line = (
+        "--pipeline-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
+        "--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 6"
+    )
+    lay = read_megatron(line, 4).layout
+    assert (lay.first_stage_layers, lay.last_stage_layers, lay.stage_layers) == (6, 6, None)
+    assert rank_layers(lay, 32) == (6, 10, 10, 6)  # the middle two share 32 - 12 = 20
 
 
 def test_unknown_settings_are_named_in_one_sentence():
@@ -366,6 +429,13 @@ def test_layout_string_puts_rank_chunks_in_stage_order():
         ("--tensor-model-parallel-size 3", "does not divide the 8 GPUs"),
         ("--micro-batch-size 2 --global-batch-size 6", "global_batch_size 6"),
         ("--recompute-granularity partial", "recompute granularity"),
+        ("--recompute-granularity selective --recompute-modules attn", "--recompute-modules"),
+        ("--fine-grained-activation-offloading --offload-modules mlp", "--offload-modules"),
+        ("--optimizer-cpu-offload --optimizer-offload-fraction 2", "--optimizer-offload-fraction"),
+        ("--use-distributed-optimizer --num-distributed-optimizer-instances 3",
+         "--num-distributed-optimizer-instances 3 does not divide"),
+        ("--pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 "
+         "--pipeline-model-parallel-layout 'Et*15|t*16L'", "places 31 transformer blocks"),
     ],
 )
 def test_bad_megatron_input_names_the_field(text, named):
