@@ -242,7 +242,8 @@ def test_block_recompute_of_some_layers_reads_its_method_and_count():
     lay = read_megatron(line, 32).layout
     assert (lay.recompute, lay.recompute_method, lay.recompute_num_layers) == ("full", "block", 5)
     # 80 blocks on 4 ranks: 20 per chunk, so block 20 checkpoints all of them (None)
-    assert read_megatron(line.replace("layers 5", "layers 20"), 32).layout.recompute_num_layers is None
+    whole = read_megatron(line.replace("layers 5", "layers 20"), 32).layout
+    assert whole.recompute_num_layers is None
     uniform = line.replace("block", "uniform").replace("layers 5", "layers 2")
     lay = read_megatron(uniform, 32).layout
     assert (lay.recompute_method, lay.recompute_num_layers) == ("uniform", 2)
@@ -432,10 +433,15 @@ def test_layout_string_puts_rank_chunks_in_stage_order():
         ("--recompute-granularity selective --recompute-modules attn", "--recompute-modules"),
         ("--fine-grained-activation-offloading --offload-modules mlp", "--offload-modules"),
         ("--optimizer-cpu-offload --optimizer-offload-fraction 2", "--optimizer-offload-fraction"),
-        ("--use-distributed-optimizer --num-distributed-optimizer-instances 3",
-         "--num-distributed-optimizer-instances 3 does not divide"),
-        ("--pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 "
-         "--pipeline-model-parallel-layout 'Et*15|t*16L'", "places 31 transformer blocks"),
+        (
+            "--use-distributed-optimizer --num-distributed-optimizer-instances 3",
+            "--num-distributed-optimizer-instances 3 does not divide",
+        ),
+        (
+            "--pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 "
+            "--pipeline-model-parallel-layout 'Et*15|t*16L'",
+            "places 31 transformer blocks",
+        ),
     ],
 )
 def test_bad_megatron_input_names_the_field(text, named):
@@ -492,6 +498,26 @@ def test_estimate_from_megatron_takes_the_layout_and_flags_override(capsys):
     assert main(args) == 0
     overridden = json.loads(capsys.readouterr().out)
     assert overridden["world_size"] == 4 * 4 * 4 * 2  # --dp 4 over the imported TP4 PP4 CP2
+
+
+def test_estimate_from_bridge_deepseek_recipe_carries_its_recompute_and_layout_string(capsys):
+    # the recipe's memory fields reach the estimate: the same peak as the flags spelled out
+    path = str(RECIPES / "bridge_deepseek_v3_h100_fp8.yaml")
+    args = ["estimate", "--gpu", "h100-sxm", "--from-megatron", path, "--dp", "64", "--json"]
+    assert main(args) == 0
+    imported = json.loads(capsys.readouterr().out)
+    flags = [
+        "estimate", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--seq", "4096",
+        "--gbs", "8192", "--precision", "fp8-mixed", "--grad-dtype", "bf16", "--tp", "2",
+        "--pp", "8", "--dp", "64", "--ep", "64", "--zero", "1", "--virtual", "4",
+        "--schedule", "interleaved", "--recompute", "selective",
+        "--recompute-modules", "mla_up_proj", "mlp", "--pipeline-layout", "Et|(tt|)*30mL",
+        "--json",
+    ]  # fmt: skip
+    assert main(flags) == 0
+    spelled = json.loads(capsys.readouterr().out)
+    assert imported["peak_bytes"] == spelled["peak_bytes"]
+    assert imported["fits"]  # 88.0 GiB without the recipe fields; 70.0 GiB with them
 
 
 def test_search_from_torchtitan_takes_workload_model_and_gpus(capsys):

@@ -245,8 +245,11 @@ def _offload(draft: Draft) -> None:
         if names:
             draft.layout["activation_offload"] = names
     layers = _count(draft, "cpu_offloading_num_layers")
-    if draft.flag("cpu_offloading") and layers:
-        draft.layout["offload_layers"] = layers
+    if draft.flag("cpu_offloading"):
+        if layers:
+            draft.layout["offload_layers"] = layers
+        else:  # Megatron-LM --cpu-offloading-num-layers defaults to 0
+            draft.notes.append("--cpu-offloading with 0 layers to offload: nothing is offloaded.")
     fraction = draft.get("optimizer_offload_fraction")
     if draft.flag("optimizer_cpu_offload"):
         # Megatron-LM --optimizer-offload-fraction defaults to 1.0 (all states on the host)

@@ -4,9 +4,10 @@ Semantics follow torchtitan's ``JobConfig`` (``torchtitan/config/job_config.py``
 ``ParallelDims``: world = replicate x shard x CP x TP x PP, a shard degree of -1 takes the GPUs
 left over; FSDP2 shards over shard x CP ranks (HSDP when replicate > 1 too);
 ``fsdp_reshard_after_forward = "default"`` reshards after forward except under pipeline
-parallelism (``Layout.reshard_after_forward``); HSDP is ``Layout.dp_shard``; without PP the local batch is the micro-batch (gradient accumulation makes the
-global batch), with PP ``pipeline_parallel_microbatch_size`` is. Settings left out take
-torchtitan's defaults (``activation_checkpoint.mode = "selective"``, option "2").
+parallelism (``Layout.reshard_after_forward``); HSDP is ``Layout.dp_shard``; without PP the
+local batch is the micro-batch (gradient accumulation makes the global batch), with PP
+``pipeline_parallel_microbatch_size`` is. Settings left out take torchtitan's defaults
+(``activation_checkpoint.mode = "selective"``, option "2").
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 ``[activation_checkpoint]``: mode none / full / selective; selective with an integer N
 checkpoints every N-th block whole (``Layout.recompute_every``), with "op" it saves the outputs
 of matmuls (every other one of the same shape) and attention and recomputes the rest per op
-(``Layout.recompute_ops``; torchtitan ``torchtitan/distributed/activation_checkpoint.py``). ``model.converters`` with float8 swaps the
-linears for torchao Float8Linear (FP8 GEMMs); parameters stay fp32 under FSDP2 and are cast to
-``training.mixed_precision_param`` for compute, gradients are reduced in fp32.
+(``Layout.recompute_ops``; torchtitan ``torchtitan/distributed/activation_checkpoint.py``).
+``model.converters`` with float8 swaps the linears for torchao Float8Linear (FP8 GEMMs);
+parameters stay fp32 under FSDP2 and are cast to ``training.mixed_precision_param`` for compute,
+gradients are reduced in fp32.
 """
 
 from __future__ import annotations
