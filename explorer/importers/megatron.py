@@ -6,7 +6,9 @@ TP x PP x CP; ETP defaults to TP; ``--use-distributed-optimizer`` shards optimiz
 master weights (ZeRO-1); Megatron-FSDP's ``--data-parallel-sharding-strategy`` optim /
 optim_grads / optim_grads_params are ZeRO-1 / 2 / 3; virtual stages make the interleaved 1F1B
 schedule; ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``
-recomputes every layer from its input.
+recomputes every layer from its input, ``selective`` the ``--recompute-modules`` (default
+core_attn); ``--num-distributed-optimizer-instances N`` shards the states within dp / N ranks
+(``Layout.dp_shard``); activation, layer and optimizer offload read into their layout fields.
 """
 
 from __future__ import annotations
