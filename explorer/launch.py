@@ -25,9 +25,12 @@ _TORCHTITAN_SCHEDULES = {
 """The tool's schedule -> torch.distributed.pipelining's name (get_schedule_class keys)."""
 
 
-def megatron_arguments(layout: Layout, workload: TrainingWorkload, num_layers: int) -> list[str]:
+def megatron_arguments(
+    layout: Layout, workload: TrainingWorkload, num_layers: int, mtp_layers: int = 0
+) -> list[str]:
     """Megatron-LM command-line arguments for the layout and workload, one flag per entry
-    (``#`` entries are comments)."""
+    (``#`` entries are comments); ``mtp_layers`` the model's multi-token-prediction modules,
+    which a layout string written for uneven ``stage_layers`` places on the last stage."""
     args = [
         f"--tensor-model-parallel-size {layout.tp}",
         f"--pipeline-model-parallel-size {layout.pp}",
@@ -39,20 +42,21 @@ def megatron_arguments(layout: Layout, workload: TrainingWorkload, num_layers: i
         f"--seq-length {workload.seq_len}",
     ]
     args += ["--sequence-parallel"] if layout.sp else []
-    args += _megatron_pipeline(layout, num_layers)
+    args += _megatron_pipeline(layout, num_layers, mtp_layers)
     args += _megatron_sharding(layout)
-    args += _megatron_recompute(layout)
+    args += _megatron_recompute(layout, num_layers)
     args += _megatron_precision(workload)
     return args
 
 
-def _megatron_pipeline(layout: Layout, num_layers: int) -> list[str]:
+def _megatron_pipeline(layout: Layout, num_layers: int, mtp_layers: int = 0) -> list[str]:
     pp, v = layout.pp, layout.virtual_stages
     out = []
     uneven = layout.stage_layers is not None and pp > 1 and len(set(layout.stage_layers)) > 1
+    ends = layout.first_stage_layers is not None or layout.last_stage_layers is not None
     if uneven:
-        out += _megatron_uneven(layout)
-    elif v > 1 and num_layers % (pp * v) == 0:
+        out += _megatron_uneven(layout, mtp_layers)
+    elif v > 1 and num_layers % (pp * v) == 0 and not ends:
         out.append(f"--num-layers-per-virtual-pipeline-stage {num_layers // (pp * v)}")
     elif v > 1:
         out.append(f"--num-virtual-stages-per-pipeline-rank {v}")
@@ -69,68 +73,107 @@ def _megatron_pipeline(layout: Layout, num_layers: int) -> list[str]:
     return out
 
 
-def _megatron_uneven(layout: Layout) -> list[str]:
-    """First/last stage layer counts when the middle ranks are even, else the layout string."""
+def _megatron_uneven(layout: Layout, mtp_layers: int = 0) -> list[str]:
+    """First/last stage layer counts when the middle ranks are even, else the layout string;
+    a comment names the blocks per rank (Layout.stage_layers) so that they read back as such."""
     layers = layout.stage_layers or ()
     v = layout.virtual_stages
+    counts = ",".join(map(str, layers))
+    comment = f"# explorer: stage_layers={counts}: the blocks per rank these flags spell"
     if len(set(layers[1:-1])) <= 1 and all(n % v == 0 for n in layers):
         out = [
             f"--decoder-first-pipeline-num-layers {layers[0]}",
             f"--decoder-last-pipeline-num-layers {layers[-1]}",
         ]
-        return out + ([f"--num-virtual-stages-per-pipeline-rank {v}"] if v > 1 else [])
-    return [f"--pipeline-model-parallel-layout {pipeline_layout_string(layers, v)}"]
+        out += [f"--num-virtual-stages-per-pipeline-rank {v}"] if v > 1 else []
+        return [*out, comment]
+    text = pipeline_layout_string(layers, v, mtp_layers)
+    return [f'--pipeline-model-parallel-layout "{text}"', comment]
 
 
-def pipeline_layout_string(stage_layers: tuple[int, ...], virtual: int) -> str:
+def pipeline_layout_string(stage_layers: tuple[int, ...], virtual: int, mtp_layers: int = 0) -> str:
     """Megatron-Core's ``--pipeline-model-parallel-layout`` for layers per rank: stage
     c x PP + r holds rank r's chunk c (earlier chunks take the remainder), the embedding on the
-    first stage and the loss on the last."""
+    first stage, the MTP modules and the loss on the last (Megatron-Core GPTModel)."""
     stages = []
     for chunk in range(virtual):
         for total in stage_layers:
             share, extra = divmod(total, virtual)
             stages.append("t" * (share + (chunk < extra)))
     stages[0] = "E" + stages[0]
-    stages[-1] = stages[-1] + "L"
+    stages[-1] = stages[-1] + "m" * mtp_layers + "L"
     return "|".join(stages)
 
 
 def _megatron_sharding(layout: Layout) -> list[str]:
     if layout.zero == 0:
         return []
+    # Megatron-Core DistributedDataParallelConfig.num_distributed_optimizer_instances: the
+    # states sharded within dp / instances ranks, replicated across the instances (HSDP)
+    hsdp = layout.dp_shard is not None and layout.dp_shard != layout.dp
+    instances = [f"--num-distributed-optimizer-instances {layout.dp // (layout.dp_shard or 1)}"]
     if layout.zero == 1:
-        return ["--use-distributed-optimizer"]
+        return ["--use-distributed-optimizer", *(instances if hsdp else [])]
     strategy = {2: "optim_grads", 3: "optim_grads_params"}[layout.zero]
-    return [  # Megatron-FSDP's required flags (Megatron-LM megatron_fsdp README)
+    out = [  # Megatron-FSDP's required flags (Megatron-LM megatron_fsdp README)
         "--use-distributed-optimizer",
         "--use-megatron-fsdp",
         f"--data-parallel-sharding-strategy {strategy}",
         "--no-gradient-accumulation-fusion",
         "--ckpt-format fsdp_dtensor",
+        *(instances if hsdp else []),
     ]
+    if layout.zero == 3 and not layout.reshard_after_forward:
+        out.append(
+            "# explorer: reshard_after_forward=off: Megatron-FSDP has no flag for it; it frees "
+            "the gathered weights after each forward"
+        )
+    return out
 
 
-def _megatron_recompute(layout: Layout) -> list[str]:
-    return _megatron_checkpointing(layout) + _megatron_offload(layout)
+def _megatron_recompute(layout: Layout, num_layers: int) -> list[str]:
+    return _megatron_checkpointing(layout, num_layers) + _megatron_offload(layout)
 
 
-def _megatron_checkpointing(layout: Layout) -> list[str]:
+def _megatron_checkpointing(layout: Layout, num_layers: int) -> list[str]:
     if layout.recompute == "none":
         return []
     if layout.recompute == "selective":
-        if layout.recompute_ops:
-            return ["# torchtitan op-level SAC has no Megatron flag; selective core_attn is close"]
         modules = " ".join(layout.recompute_modules)
-        return ["--recompute-granularity selective", f"--recompute-modules {modules}"]
-    if layout.recompute_every != 1:
-        return [f"# recompute every {layout.recompute_every}th block: torchtitan's, not Megatron's"]
-    layers = layout.recompute_num_layers or 1
-    return [
+        out = ["--recompute-granularity selective", f"--recompute-modules {modules}"]
+        if layout.recompute_ops:
+            out.append(
+                "# explorer: recompute_ops=on: torchtitan's op-level SAC has no Megatron flag; "
+                "Megatron recomputes the attention core"
+            )
+        return out
+    layers = layout.recompute_num_layers
+    if layout.recompute_method == "block" and layers is None:
+        layers = max_chunk_blocks(layout, num_layers)  # every block of each chunk
+    out = [
         "--recompute-granularity full",
         f"--recompute-method {layout.recompute_method}",
-        f"--recompute-num-layers {layers}",
+        f"--recompute-num-layers {layers or 1}",
     ]
+    if layout.recompute_every != 1:
+        out.append(
+            f"# explorer: recompute_every={layout.recompute_every}: torchtitan checkpoints "
+            f"every {layout.recompute_every}th block; Megatron recomputes every block"
+        )
+    return out
+
+
+def max_chunk_blocks(layout: Layout, num_layers: int) -> int:
+    """The most transformer blocks one model chunk holds (``explorer.partition``), the count
+    Megatron's block recompute method takes for "every block of a chunk"."""
+    from explorer.partition import chunk_sizes, end_stage_layers
+    from explorer.pipeline_layout import parse_pipeline_layout
+
+    if layout.pipeline_layout is not None:
+        return max(c.blocks for c in parse_pipeline_layout(layout.pipeline_layout, layout.pp))
+    ends = (layout.first_stage_layers, layout.last_stage_layers)
+    per_rank = layout.stage_layers or end_stage_layers(num_layers, layout.pp, *ends)
+    return max(chunk_sizes(num_layers, layout.pp, layout.virtual_stages, per_rank))
 
 
 def _megatron_offload(layout: Layout) -> list[str]:
@@ -143,9 +186,7 @@ def _megatron_offload(layout: Layout) -> list[str]:
         out.append(f"--cpu-offloading-num-layers {layout.offload_layers}")
     if layout.optimizer_offload_fraction:
         out.append("--optimizer-cpu-offload")
-        out.append(f"--optimizer-offload-fraction {layout.optimizer_offload_fraction:g}")
-    if layout.dp_shard is not None and layout.dp_shard != layout.dp:
-        out.append(f"--num-distributed-optimizer-instances {layout.dp // layout.dp_shard}")
+        out.append(f"--optimizer-offload-fraction {layout.optimizer_offload_fraction!r}")
     return out
 
 
@@ -204,16 +245,26 @@ def torchtitan_config(
 
 
 def _torchtitan_sharding(layout: Layout) -> list[str]:
-    """FSDP2's resharding for ZeRO-2 / 3; a comment where torchtitan shards otherwise (it has
-    no ZeRO-1, and it applies FSDP over context-parallel ranks whatever the shard degree)."""
-    if layout.zero == 2 or (layout.zero == 3 and not layout.reshard_after_forward):
-        return ['fsdp_reshard_after_forward = "never"  # keep params gathered: ZeRO-2-like']
+    """FSDP2's resharding for ZeRO-3 (kept gathered: ``reshard_after_forward`` False); a
+    comment where torchtitan shards otherwise (it has no ZeRO-1 or ZeRO-2, and it applies FSDP
+    over context-parallel ranks whatever the shard degree), with the HSDP shard group that
+    the comment's ZeRO stage then applies to."""
+    shard = [f"# explorer: dp_shard={layout.dp_shard}"] if layout.dp_shard is not None else []
     if layout.zero == 3:
+        if not layout.reshard_after_forward:
+            return ['fsdp_reshard_after_forward = "never"  # keep params gathered to backward']
         return ['fsdp_reshard_after_forward = "always"  # ZeRO-3 (default keeps them under PP)']
+    if layout.zero == 2:
+        return [
+            'fsdp_reshard_after_forward = "never"  # keep params gathered: ZeRO-2-like',
+            "# explorer: zero=2: torchtitan's FSDP2 shards the parameters too (ZeRO-3)",
+            *shard,
+        ]
     if layout.zero == 1 or layout.cp > 1:
         return [
             f"# explorer: zero={layout.zero}: torchtitan has no ZeRO-{layout.zero} here "
-            f"(no ZeRO-1; FSDP over context-parallel ranks)"
+            f"(no ZeRO-1; FSDP over context-parallel ranks)",
+            *(shard if layout.zero else []),
         ]
     return []
 
@@ -245,13 +296,22 @@ def _torchtitan_pipeline(layout: Layout, num_layers: int | None) -> list[str]:
 
 def rank_layers(layout: Layout, num_layers: int) -> tuple[int, ...]:
     """Transformer blocks on each pipeline rank as the estimate splits them
-    (``explorer.partition``: balanced, or ``stage_layers``; DualPipe ranks hold two stages)."""
-    sizes = chunk_sizes(num_layers, layout.pp, layout.virtual_stages, layout.stage_layers)
+    (``explorer.partition``: balanced, ``stage_layers``, first/last stage counts or the layout
+    string; DualPipe ranks hold two stages)."""
+    from explorer.partition import end_stage_layers
+    from explorer.pipeline_layout import parse_pipeline_layout
+
     pp = layout.pp
+    if layout.pipeline_layout is not None:
+        blocks = [c.blocks for c in parse_pipeline_layout(layout.pipeline_layout, pp)]
+        return tuple(sum(blocks[r::pp]) for r in range(pp))
+    ends = (layout.first_stage_layers, layout.last_stage_layers)
+    per_rank = layout.stage_layers or end_stage_layers(num_layers, pp, *ends)
+    sizes = chunk_sizes(num_layers, pp, layout.virtual_stages, per_rank)
     if layout.schedule == "dualpipe":
         return tuple(sizes[r] + sizes[pp - 1 - r] for r in range(pp))
     if layout.schedule in V_SHAPED and pp > 1:  # rank r holds chunks r and 2P-1-r
-        v_sizes = v_chunk_sizes(num_layers, pp, layout.stage_layers)
+        v_sizes = v_chunk_sizes(num_layers, pp, per_rank)
         return tuple(v_sizes[r] + v_sizes[2 * pp - 1 - r] for r in range(pp))
     return tuple(sum(sizes[r::pp]) for r in range(pp))
 
@@ -324,9 +384,36 @@ def _torchtitan_training(layout: Layout, workload: TrainingWorkload) -> list[str
     if layout.tp > 1 and not layout.sequence_parallel:
         lines.append("# explorer: sequence_parallel=off: torchtitan's TP always shards norms")
     lines += ["", "[activation_checkpoint]", *_torchtitan_checkpointing(layout)]
+    lines += _torchtitan_recipe_comments(layout)
     if workload.precision == "fp8-mixed":
         lines += ["", "[model]", 'converters = ["float8"]']
     return lines
+
+
+def _torchtitan_recipe_comments(layout: Layout) -> list[str]:
+    """``# explorer:`` comments for the recipe fields torchtitan has no setting for: Megatron's
+    recompute modules and full-recompute method, activation and optimizer offload (torchtitan's
+    enable_cpu_offload moves parameters, gradients and optimizer states together), and
+    Megatron's pipeline split (torchtitan gets the blocks per rank)."""
+    out = []
+    if layout.recompute == "selective" and not layout.recompute_ops:
+        out.append(f"# explorer: recompute_modules={','.join(layout.recompute_modules)}")
+    if layout.recompute == "full" and layout.recompute_method != "uniform":
+        out.append(f"# explorer: recompute_method={layout.recompute_method}")
+    if layout.recompute == "full" and layout.recompute_num_layers is not None:
+        out.append(f"# explorer: recompute_num_layers={layout.recompute_num_layers}")
+    if layout.activation_offload:
+        out.append(f"# explorer: activation_offload={','.join(layout.activation_offload)}")
+    if layout.offload_layers:
+        out.append(f"# explorer: offload_layers={layout.offload_layers}")
+    if layout.optimizer_offload_fraction:
+        out.append(f"# explorer: optimizer_offload_fraction={layout.optimizer_offload_fraction!r}")
+    if layout.pp > 1:
+        for name in ("first_stage_layers", "last_stage_layers", "pipeline_layout"):
+            value = getattr(layout, name)
+            if value is not None:
+                out.append(f"# explorer: {name}={value}")
+    return out
 
 
 def _torchtitan_checkpointing(layout: Layout) -> list[str]:
@@ -334,10 +421,7 @@ def _torchtitan_checkpointing(layout: Layout) -> list[str]:
     if layout.recompute == "full" and layout.recompute_every > 1:
         return ['mode = "selective"', f'selective_ac_option = "{layout.recompute_every}"']
     if layout.recompute == "selective":
-        lines = [
-            'mode = "selective"',
-            'selective_ac_option = "op"  # the closest to attention only',
-        ]
+        lines = ['mode = "selective"', 'selective_ac_option = "op"']
         if not layout.recompute_ops:
             lines.append("# Megatron's recompute modules are not torchtitan's; op SAC is close")
         return lines

@@ -16,6 +16,7 @@ from explorer.importers.megatron_table import TABLE as MEGATRON_TABLE
 from explorer.importers.megatron_table import Unsupported
 from explorer.importers.torchtitan_table import TABLE as TORCHTITAN_TABLE
 from explorer.launch import (
+    max_chunk_blocks,
     megatron_arguments,
     pipeline_layout_string,
     rank_layers,
@@ -25,7 +26,14 @@ from explorer.mesh import SearchSpace
 from explorer.mesh.space import divisors
 from explorer.precision import precision_policy
 from explorer.presets import load_model, model_ids
-from explorer.specs import PRECISIONS, SCHEDULES, Layout, TrainingWorkload
+from explorer.specs import (
+    OFFLOAD_MODULES,
+    PRECISIONS,
+    RECOMPUTE_MODULES,
+    SCHEDULES,
+    Layout,
+    TrainingWorkload,
+)
 from explorer.units import BYTES_PER_DTYPE
 
 RECIPES = Path(__file__).parent / "recipes"
@@ -66,15 +74,18 @@ def test_bridge_deepseek_v3_recipe_reads_its_pipeline_layout_and_recompute_modul
     got = megatron("bridge_deepseek_v3_h100_fp8.yaml", 1024)
     lay = got.layout
     assert (lay.tp, lay.pp, lay.ep, lay.etp, lay.dp, lay.virtual_stages) == (2, 8, 64, 1, 64, 4)
-    assert lay.recompute == "none"  # mla_up_proj and mlp, not the attention core
-    # Et|(tt|)*30mL: stage s on rank s mod 8; rank 0 holds 1+2+2+2, rank 7 2+2+2+0 layers
-    assert lay.stage_layers == (7, 8, 8, 8, 8, 8, 8, 6)
-    assert sum(lay.stage_layers) == load_model("deepseek-v3").num_hidden_layers
+    assert lay.recompute == "selective" and lay.recompute_modules == ("mla_up_proj", "mlp")
+    assert lay.pipeline_layout == "Et|(tt|)*30mL" and lay.stage_layers is None
+    # Et|(tt|)*30mL: 32 chunks, chunk c on rank c mod 8; rank 0 holds 1+2+2+2 blocks, rank 7
+    # 2+2+2+0 (its last chunk holds the MTP module and the loss)
+    assert rank_layers(lay, 61) == (7, 8, 8, 8, 8, 8, 8, 6)
     assert got.workload.precision == "fp8-mixed" and got.workload.grad_dtype == "bf16"
     assert got.model == "deepseek-v3"
-    text = " ".join(got.unsupported)
-    assert "mla_up_proj, mlp" in text and "moe_token_dispatcher_type flex" in text
-    assert "fp32 Adam moments" not in text  # the recipe keeps bf16 moments, as fp8-mixed does
+    # the one setting left without a field; bf16 moments are fp8-mixed's own
+    assert got.unsupported == (
+        "model.moe_token_dispatcher_type flex: the tool times all-to-all token dispatch and "
+        "counts no DeepEP or all-gather dispatcher buffers.",
+    )
 
 
 def test_bridge_megatron_fsdp_override_is_zero_3():
@@ -110,6 +121,9 @@ def test_torchtitan_train_configs(name, gpus, expected):
     assert (lay.tp, lay.dp, lay.zero, lay.micro_batch_size, lay.recompute) == expected[:5]
     assert got.workload.global_batch_size == expected[5]
     assert got.model is not None
+    # selective_ac_option 'op' is torchtitan's op-level SAC; no PP, so weights are resharded
+    assert lay.recompute_ops == (lay.recompute == "selective") and lay.reshard_after_forward
+    assert (lay.dp_shard, lay.recompute_every) == (None, 1)  # replicate 1: plain FSDP
 
 
 def test_torchtitan_imports_pytorch_memory_behaviour_and_megatron_keeps_the_default():
@@ -125,17 +139,26 @@ def test_torchtitan_float8_converter_is_fp8_and_says_what_it_cannot_count():
     assert any("enable_fsdp_float8_all_gather" in s for s in got.unsupported)
 
 
-def test_torchtitan_hsdp_is_named():
+def test_torchtitan_hsdp_shards_within_a_group_and_replicates_across():
     text = "[parallelism]\ndata_parallel_replicate_degree = 4\ndata_parallel_shard_degree = 8\n"
     got = read_torchtitan(text)
-    assert (got.layout.dp, got.layout.zero, got.num_gpus) == (32, 3, 32)
-    assert any(s.startswith("HSDP (replicate 4 x shard 8)") for s in got.unsupported)
+    assert (got.layout.dp, got.layout.zero, got.layout.dp_shard, got.num_gpus) == (32, 3, 8, 32)
+    assert not any("HSDP" in s for s in got.unsupported)
+    # shard -1 takes the GPUs left over: 64 / replicate 4 = 16 per group
+    got = read_torchtitan(text.replace("= 8", "= -1"), 64)
+    assert (got.layout.dp, got.layout.dp_shard) == (64, 16)
 
 
 def test_torchtitan_default_reshard_keeps_weights_under_pipeline_parallelism():
     text = "[parallelism]\ndata_parallel_shard_degree = 4\npipeline_parallel_degree = 2\n"
-    assert read_torchtitan(text).layout.zero == 2
-    assert read_torchtitan(text.replace("= 2", "= 1")).layout.zero == 3
+    lay = read_torchtitan(text).layout
+    assert (lay.zero, lay.reshard_after_forward) == (3, False)
+    lay = read_torchtitan(text.replace("= 2", "= 1")).layout
+    assert (lay.zero, lay.reshard_after_forward) == (3, True)
+    always = text + 'fsdp_reshard_after_forward = "always"\n'
+    assert read_torchtitan(always).layout.reshard_after_forward
+    never = text.replace("= 2", "= 1") + 'fsdp_reshard_after_forward = "never"\n'
+    assert not read_torchtitan(never).layout.reshard_after_forward
 
 
 def test_torchtitan_deals_out_layers_as_it_does_with_embedding_and_output_weights():
@@ -145,20 +168,85 @@ def test_torchtitan_deals_out_layers_as_it_does_with_embedding_and_output_weight
     assert read_torchtitan(text, 4).layout.stage_layers == (8, 9, 8, 7)
 
 
+@pytest.mark.parametrize(
+    ("option", "recompute", "every", "ops"),
+    [("op", "selective", 1, True), ("1", "full", 1, False), ("3", "full", 3, False)],
+)
+def test_torchtitan_selective_option_is_op_sac_or_every_nth_block(option, recompute, every, ops):
+    text = f"[activation_checkpoint]\nmode = 'selective'\nselective_ac_option = '{option}'\n"
+    lay = read_torchtitan(text, 8).layout
+    assert (lay.recompute, lay.recompute_every, lay.recompute_ops) == (recompute, every, ops)
+
+
+def test_megatron_offload_settings_read_into_the_layout():
+    line = (
+        "--fine-grained-activation-offloading --offload-modules core_attn attn_proj expert_fc1 "
+        "--cpu-offloading --cpu-offloading-num-layers 3 "
+        "--optimizer-cpu-offload --optimizer-offload-fraction 0.6"
+    )
+    got = read_megatron(line, 8)
+    lay = got.layout
+    assert lay.activation_offload == ("core_attn", "attn_proj", "expert_fc1")
+    assert (lay.offload_layers, lay.optimizer_offload_fraction) == (3, 0.6)
+    assert got.unsupported == ()
+    # Megatron-LM's --optimizer-offload-fraction defaults to 1.0; without the switches nothing
+    assert read_megatron("--optimizer-cpu-offload", 8).layout.optimizer_offload_fraction == 1.0
+    off = read_megatron("--offload-modules core_attn --optimizer-offload-fraction 0.5", 8).layout
+    assert (off.activation_offload, off.optimizer_offload_fraction) == ((), 0.0)
+
+
+def test_megatron_recipe_yaml_reads_the_same_keys():
+    text = (
+        "model:\n  tensor_model_parallel_size: 2\n  fine_grained_activation_offloading: true\n"
+        "  offload_modules: [moe_act]\n  recompute_granularity: full\n"
+        "  recompute_method: uniform\n  recompute_num_layers: 2\n"
+        "optimizer:\n  use_distributed_optimizer: true\n  optimizer_cpu_offload: true\n"
+        "  optimizer_offload_fraction: 0.5\n"
+        "ddp:\n  num_distributed_optimizer_instances: 2\n"
+    )
+    lay = read_megatron(text, 32).layout
+    assert (lay.tp, lay.dp, lay.zero) == (2, 16, 1)
+    assert lay.dp_shard == 16 // 2  # two optimizer instances, each sharded over 8 DP ranks
+    assert (lay.recompute, lay.recompute_method, lay.recompute_num_layers) == ("full", "uniform", 2)
+    assert (lay.activation_offload, lay.optimizer_offload_fraction) == (("moe_act",), 0.5)
+
+
+def test_distributed_optimizer_instances_need_the_distributed_optimizer():
+    got = read_megatron("--num-distributed-optimizer-instances 2", 8)
+    assert got.layout.dp_shard is None
+    assert any(s.startswith("--num-distributed-optimizer-instances 2: without") for s in
+               got.unsupported)  # fmt: skip
+
+
+def test_megatron_first_and_last_stage_layers_are_layout_fields():
+    line = (
+        "--pipeline-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
+        "--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 6"
+    )
+    lay = read_megatron(line, 4).layout
+    assert (lay.first_stage_layers, lay.last_stage_layers, lay.stage_layers) == (6, 6, None)
+    assert rank_layers(lay, 32) == (6, 10, 10, 6)  # the middle two share 32 - 12 = 20
+
+
 def test_unknown_settings_are_named_in_one_sentence():
     got = read_megatron("--tensor-model-parallel-size 2 --frobnicate 3 --wibble", 8)
     assert got.layout.dp == 4
     assert got.unsupported[-1] == "Not known to the tool, so not read: --frobnicate, --wibble."
 
 
-def test_block_recompute_of_some_layers_is_named():
+def test_block_recompute_of_some_layers_reads_its_method_and_count():
     line = (
         "--pipeline-model-parallel-size 4 --num-layers 80 --hidden-size 8192 "
         "--recompute-granularity full --recompute-method block --recompute-num-layers 5"
     )
-    got = read_megatron(line, 32)
-    assert got.layout.recompute == "full"
-    assert any("only 5 of the 20 layers per pipeline chunk" in s for s in got.unsupported)
+    lay = read_megatron(line, 32).layout
+    assert (lay.recompute, lay.recompute_method, lay.recompute_num_layers) == ("full", "block", 5)
+    # 80 blocks on 4 ranks: 20 per chunk, so block 20 checkpoints all of them (None)
+    whole = read_megatron(line.replace("layers 5", "layers 20"), 32).layout
+    assert whole.recompute_num_layers is None
+    uniform = line.replace("block", "uniform").replace("layers 5", "layers 2")
+    lay = read_megatron(uniform, 32).layout
+    assert (lay.recompute_method, lay.recompute_num_layers) == ("uniform", 2)
 
 
 def test_launch_line_without_global_batch_takes_megatrons_default():
@@ -186,10 +274,12 @@ def _canonical(
 ) -> tuple[Layout, TrainingWorkload]:
     """One spelling of equivalent scenarios: SP is moot at TP 1, the schedule at PP 1,
     interleaved with one chunk is 1F1B, ZeRO over one rank is none, a gradient dtype equal to
-    the precision's default."""
+    the precision's default; HSDP groups of all DP ranks (or without sharding) are none,
+    resharding is moot below ZeRO-3, one block per uniform checkpoint is the default, and the
+    block method over at least a chunk's blocks checkpoints all of them."""
     lay = replace(lay, sequence_parallel=lay.sequence_parallel or lay.tp == 1)
-    if lay.dp * lay.cp == 1:
-        lay = replace(lay, zero=0)
+    if lay.dp * lay.cp == 1 or (lay.dp_shard or lay.dp) * lay.cp == 1:
+        lay = replace(lay, zero=0)  # shard groups of one rank replicate
     if lay.pp == 1:
         lay = replace(lay, schedule="1f1b", virtual_stages=1, stage_layers=None)
     if lay.schedule == "dualpipe":  # torchtitan's DualPipeV has no per-stage layer setting
@@ -200,6 +290,15 @@ def _canonical(
         replace(lay, stage_layers=None), num_layers
     ):
         lay = replace(lay, stage_layers=None)  # the balanced split, spelled out
+    if lay.zero == 0 or lay.dp_shard == lay.dp:
+        lay = replace(lay, dp_shard=None)
+    if lay.zero != 3:
+        lay = replace(lay, reshard_after_forward=True)
+    count = lay.recompute_num_layers
+    if lay.recompute_method == "uniform" and count == 1:
+        lay = replace(lay, recompute_num_layers=None)
+    if lay.recompute_method == "block" and count and count >= max_chunk_blocks(lay, num_layers):
+        lay = replace(lay, recompute_num_layers=None)
     grad = work.grad_dtype
     if grad is not None and (
         work.precision == "fp32"
@@ -207,6 +306,50 @@ def _canonical(
     ):
         grad = None
     return lay, replace(work, grad_dtype=grad)
+
+
+def _recipes(rng: random.Random, model, lay: Layout) -> dict[str, object]:
+    """Memory-recipe fields for a sampled layout, each drawn as Layout allows it."""
+    out: dict[str, object] = {}
+    if lay.recompute == "selective":
+        if rng.random() < 0.3:
+            out["recompute_ops"] = True
+        else:
+            count = rng.randint(1, 3)
+            out["recompute_modules"] = tuple(rng.sample(RECOMPUTE_MODULES, count))
+    if lay.recompute == "full":
+        pick = rng.choice(("uniform", "block", "every"))
+        if pick == "every":
+            out["recompute_every"] = rng.choice((2, 3))
+        else:
+            out["recompute_method"] = pick
+            out["recompute_num_layers"] = rng.choice((None, 1, 2, 5, 200))
+    if rng.random() < 0.3:
+        out["activation_offload"] = tuple(rng.sample(OFFLOAD_MODULES, rng.randint(1, 3)))
+    if rng.random() < 0.2:
+        out["offload_layers"] = rng.choice((1, 2))
+    if rng.random() < 0.2:
+        out["optimizer_offload_fraction"] = rng.choice((0.25, 0.5, 1.0))
+    if rng.random() < 0.5:
+        out["reshard_after_forward"] = False
+    if lay.dp > 1 and rng.random() < 0.4:
+        out["dp_shard"] = rng.choice([d for d in divisors(lay.dp) if d < lay.dp])
+    split = rng.random()
+    n = model.num_hidden_layers
+    v_shaped = lay.schedule in ("dualpipe", "zb-v", "dualpipev")
+    if lay.pp > 1 and lay.stage_layers is None and split < 0.4:
+        share = n // lay.pp
+        if split < 0.2 and not v_shaped:
+            layers = [share] * lay.pp
+            layers[0] -= 1
+            layers[-1] += n - sum(layers)
+            mtp = model.num_nextn_predict_layers
+            out["pipeline_layout"] = pipeline_layout_string(tuple(layers), lay.virtual_stages, mtp)
+        else:
+            out["first_stage_layers"] = max(share - 1, 0)
+            if split < 0.3:  # two ranks: the last holds the rest
+                out["last_stage_layers"] = n - share + 1 if lay.pp == 2 else max(share - 2, 0)
+    return out
 
 
 def _sample_layouts(model_id: str, count: int) -> list[tuple[Layout, TrainingWorkload]]:
@@ -238,6 +381,7 @@ def _sample_layouts(model_id: str, count: int) -> list[tuple[Layout, TrainingWor
             micro_batch_size=rng.choice(space.micro_batch_sizes), stage_layers=stage_layers,
             sequence_parallel=rng.random() < 0.8,
         )  # fmt: skip
+        layout = replace(layout, **_recipes(rng, model, layout))  # type: ignore[arg-type]
         gbs = layout.micro_batch_size * dp * rng.choice((1, 4, 16))
         work = TrainingWorkload(
             seq_len=rng.choice((4096, 8192)), global_batch_size=gbs,
@@ -251,7 +395,8 @@ def _sample_layouts(model_id: str, count: int) -> list[tuple[Layout, TrainingWor
 def test_megatron_arguments_read_back_to_the_same_scenario(model_id):
     model = load_model(model_id)
     for layout, work in _sample_layouts(model_id, 25):
-        text = "\n".join(megatron_arguments(layout, work, model.num_hidden_layers))
+        mtp = model.num_nextn_predict_layers
+        text = "\n".join(megatron_arguments(layout, work, model.num_hidden_layers, mtp))
         got = read_megatron(text, layout.world_size, model)
         n = model.num_hidden_layers
         assert _canonical(got.layout, got.workload, n) == _canonical(layout, work, n), text
@@ -285,6 +430,18 @@ def test_layout_string_puts_rank_chunks_in_stage_order():
         ("--tensor-model-parallel-size 3", "does not divide the 8 GPUs"),
         ("--micro-batch-size 2 --global-batch-size 6", "global_batch_size 6"),
         ("--recompute-granularity partial", "recompute granularity"),
+        ("--recompute-granularity selective --recompute-modules attn", "--recompute-modules"),
+        ("--fine-grained-activation-offloading --offload-modules mlp", "--offload-modules"),
+        ("--optimizer-cpu-offload --optimizer-offload-fraction 2", "--optimizer-offload-fraction"),
+        (
+            "--use-distributed-optimizer --num-distributed-optimizer-instances 3",
+            "--num-distributed-optimizer-instances 3 does not divide",
+        ),
+        (
+            "--pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 "
+            "--pipeline-model-parallel-layout 'Et*15|t*16L'",
+            "places 31 transformer blocks",
+        ),
     ],
 )
 def test_bad_megatron_input_names_the_field(text, named):
@@ -343,6 +500,26 @@ def test_estimate_from_megatron_takes_the_layout_and_flags_override(capsys):
     assert overridden["world_size"] == 4 * 4 * 4 * 2  # --dp 4 over the imported TP4 PP4 CP2
 
 
+def test_estimate_from_bridge_deepseek_recipe_carries_its_recompute_and_layout_string(capsys):
+    # the recipe's memory fields reach the estimate: the same peak as the flags spelled out
+    path = str(RECIPES / "bridge_deepseek_v3_h100_fp8.yaml")
+    args = ["estimate", "--gpu", "h100-sxm", "--from-megatron", path, "--dp", "64", "--json"]
+    assert main(args) == 0
+    imported = json.loads(capsys.readouterr().out)
+    flags = [
+        "estimate", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--seq", "4096",
+        "--gbs", "8192", "--precision", "fp8-mixed", "--grad-dtype", "bf16", "--tp", "2",
+        "--pp", "8", "--dp", "64", "--ep", "64", "--zero", "1", "--virtual", "4",
+        "--schedule", "interleaved", "--recompute", "selective",
+        "--recompute-modules", "mla_up_proj", "mlp", "--pipeline-layout", "Et|(tt|)*30mL",
+        "--json",
+    ]  # fmt: skip
+    assert main(flags) == 0
+    spelled = json.loads(capsys.readouterr().out)
+    assert imported["peak_bytes"] == spelled["peak_bytes"]
+    assert imported["fits"]  # 88.0 GiB without the recipe fields; 70.0 GiB with them
+
+
 def test_search_from_torchtitan_takes_workload_model_and_gpus(capsys):
     path = str(RECIPES / "torchtitan_llama3_8b.toml")
     args = ["search", "--gpu", "h100-sxm", "--gpus", "8", "--from-torchtitan", path, "--top", "1"]
@@ -371,7 +548,8 @@ def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_expr
     at.radio(key="import_format").set_value("megatron").run()
     text = (
         "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --micro-batch-size 2 "
-        "--global-batch-size 256 --seq-length 4096 --bf16 --cpu-offloading"
+        "--global-batch-size 256 --seq-length 4096 --bf16 --enable-cuda-graph "
+        "--recompute-granularity selective --recompute-modules mlp"
     )
     at.text_area(key="import_text").set_value(text).run()
     at.button(key="import_apply").click().run()
@@ -380,7 +558,8 @@ def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_expr
     assert at.number_input(key="in_dp").value == 64 // 8  # the default cluster's 64 GPUs
     assert at.number_input(key="in_gbs").value == 256
     captions = [c.value for c in at.caption]
-    assert any("--cpu-offloading: activation and weight offload" in c for c in captions)
+    assert any("--enable-cuda-graph: CUDA-graph memory is not counted" in c for c in captions)
+    assert at.session_state["in_rc_modules"] == ("mlp",)  # the recipe reaches the scenario
     # a recipe that names its cluster sets the nodes: NeMo's Llama 3 70B on 128 x 8
     at.text_area(key="import_text").set_value((RECIPES / "nemo_llama3_70b.yaml").read_text())
     at.button(key="import_apply").click().run()
@@ -467,6 +646,19 @@ def test_round_trip_sample_covers_the_search_space():
     assert any(lay.virtual_stages > 2 for lay in lays)
     assert any(lay.stage_layers for lay in lays) and any(lay.cp > 1 for lay in lays)
     assert {work.precision for _, work in sample} == set(PRECISIONS)
+    # the memory recipes, each in the sample
+    assert any(lay.recompute_modules != ("core_attn",) for lay in lays)
+    assert any(lay.recompute_ops for lay in lays) and any(lay.recompute_every > 1 for lay in lays)
+    assert any(lay.recompute_method == "block" and lay.recompute_num_layers for lay in lays)
+    assert any(lay.recompute_method == "uniform" and lay.recompute_num_layers for lay in lays)
+    assert any(lay.first_stage_layers is not None for lay in lays)
+    assert any(lay.last_stage_layers is not None for lay in lays)
+    assert any(lay.pipeline_layout and lay.virtual_stages > 1 for lay in lays)
+    assert any(lay.pipeline_layout and "m" in lay.pipeline_layout for lay in lays)  # MTP
+    assert any(lay.activation_offload for lay in lays) and any(lay.offload_layers for lay in lays)
+    assert any(0 < lay.optimizer_offload_fraction < 1 for lay in lays)
+    assert any(lay.zero == 3 and not lay.reshard_after_forward for lay in lays)
+    assert any(lay.zero and lay.dp_shard and lay.dp_shard < lay.dp for lay in lays)
 
 
 @pytest.mark.parametrize(

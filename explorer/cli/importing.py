@@ -15,9 +15,20 @@ from typing import Any
 
 from explorer.importers import Imported
 
+RECIPE_DESTS = (
+    "recompute_modules", "recompute_ops", "recompute_method", "recompute_num_layers",
+    "recompute_every", "first_stage_layers", "last_stage_layers", "pipeline_layout",
+    "offload_modules", "offload_layers", "optimizer_offload_fraction",
+    "no_reshard_after_forward", "dp_shard",
+)  # fmt: skip
+"""``explorer.cli.args.add_recipes``' flags an import fills."""
+_RECIPE_FIELDS = {"offload_modules": "activation_offload", "no_reshard_after_forward":
+                  "reshard_after_forward"}  # fmt: skip
+_PIPELINE_RECIPES = ("first_stage_layers", "last_stage_layers", "pipeline_layout")
+"""Recipe flags that describe one pipeline split: dropped when --pp or --virtual is given."""
 LAYOUT_DESTS = (
     "tp", "pp", "dp", "cp", "ep", "etp", "zero", "schedule", "virtual", "recompute",
-    "sequence_parallel", "mbs",
+    "sequence_parallel", "mbs", *RECIPE_DESTS,
 )  # fmt: skip
 WORKLOAD_DESTS = ("seq", "gbs", "precision", "grad_dtype", "model", "gpus")
 IMPORT_HELP = (
@@ -65,12 +76,25 @@ def _imported_value(imported: Imported, dest: str) -> Any:
         "seq": ("seq_len", work.seq_len), "gbs": ("global_batch_size", work.global_batch_size),
         "precision": ("precision", work.precision), "grad_dtype": ("grad_dtype", work.grad_dtype),
     }  # fmt: skip
+    if dest in RECIPE_DESTS:
+        return _recipe_value(imported, dest)
     if dest == "model":
         return imported.model
     if dest == "gpus":
         return imported.num_gpus
     key, value = values[dest]
     return value if key in given else None
+
+
+def _recipe_value(imported: Imported, dest: str) -> Any:
+    """The flag's value for a recipe field the import set, None for one it left alone."""
+    name = _RECIPE_FIELDS.get(dest, dest)
+    if name not in imported.given:
+        return None
+    value = getattr(imported.layout, name)
+    if dest == "no_reshard_after_forward":
+        return not value
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _degree(args: argparse.Namespace, explicit: set[str], imported: Imported, dest: str) -> int:
@@ -101,10 +125,15 @@ def apply_import(args: argparse.Namespace) -> Imported | None:
                 * _degree(args, explicit, imported, "cp")
             )
             imported = imported_from(framework, path, world, model)
+    resplit = bool({"pp", "virtual"} & explicit)  # another pipeline: the import's split is moot
     for dest in dests:
         if dest in explicit:
             continue
         value = _imported_value(imported, dest) if imported else None
+        if resplit and dest in _PIPELINE_RECIPES:
+            value = None
+        if dest == "dp_shard" and "dp" in explicit and value and args.dp % value:
+            value = None  # the imported shard groups do not divide the DP given
         setattr(args, dest, value if value is not None else getattr(args, dest).value)
     if imported is not None and imported.layout.stage_layers and "pp" not in explicit:
         args.stage_layers = imported.layout.stage_layers

@@ -6,7 +6,9 @@ TP x PP x CP; ETP defaults to TP; ``--use-distributed-optimizer`` shards optimiz
 master weights (ZeRO-1); Megatron-FSDP's ``--data-parallel-sharding-strategy`` optim /
 optim_grads / optim_grads_params are ZeRO-1 / 2 / 3; virtual stages make the interleaved 1F1B
 schedule; ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``
-recomputes every layer from its input.
+recomputes every layer from its input, ``selective`` the ``--recompute-modules`` (default
+core_attn); ``--num-distributed-optimizer-instances N`` shards the states within dp / N ranks
+(``Layout.dp_shard``); activation, layer and optimizer offload read into their layout fields.
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ from explorer.importers.megatron_table import (
 from explorer.importers.scenario import Draft, Imported
 from explorer.importers.settings import (
     RecipeError,
+    Setting,
     Settings,
     argument_settings,
     check_recipe_text,
     looks_like_arguments,
     yaml_settings,
 )
-from explorer.specs import ModelSpec
+from explorer.specs import OFFLOAD_MODULES, RECOMPUTE_MODULES, ModelSpec
+
+RECOMPUTE_METHODS = ("uniform", "block")
 
 SECTION_PRIORITY = (
     "mixed_precision", "train", "trainer", "model", "ddp", "optimizer", "optim", "dist",
@@ -68,6 +73,8 @@ def read_megatron(
     _sharding(draft)
     read_pipeline(draft, num_layers or None)
     _recompute(draft, num_layers or None)
+    _offload(draft)
+    _optimizer_instances(draft)
     read_precision(draft, "fp32" if arguments else None)
     apply_explorer_comments(draft, ours, "Megatron-LM")
     _leftovers(draft)
@@ -159,60 +166,132 @@ def _sharding(draft: Draft) -> None:
 
 
 def _recompute(draft: Draft, num_layers: int | None) -> None:
+    """Megatron-Core recompute (TransformerConfig recompute_granularity / recompute_method /
+    recompute_num_layers / recompute_modules) into the layout's recompute fields."""
     granularity = draft.text("recompute_granularity")
     if granularity is None and draft.flag("recompute_activations"):
         granularity = "selective"  # the older spelling of selective recompute
     method = draft.text("recompute_method")
-    count = draft.int("recompute_num_layers")
+    count = _degree(draft, "recompute_num_layers")
     modules = _modules(draft)
     if granularity is None:
         return
     if granularity == "selective":
-        # the tool's selective recompute is Megatron's core_attn module; without it the run
-        # keeps the attention core, so the nearest the tool has is no recompute
-        core = "core_attn" in modules
-        draft.layout["recompute"] = "selective" if core else "none"
-        other = [m for m in modules if m != "core_attn"]
-        if other:
-            draft.say(
-                f"recompute_modules {', '.join(modules)}: recompute of {', '.join(other)} is "
-                f"not modelled yet, so their saved tensors are counted; estimated as "
-                f"{'selective (attention core)' if core else 'no'} recompute."
-            )
+        if not modules:
+            draft.layout["recompute"] = "none"
+            draft.notes.append("Selective recompute of no modules: no recompute.")
+            return
+        draft.layout["recompute"] = "selective"
+        draft.layout["recompute_modules"] = modules
         return
     if granularity != "full":
         raise RecipeError(f"recompute granularity must be full or selective, got {granularity!r}")
+    method = method or "uniform"
+    if method not in RECOMPUTE_METHODS:
+        raise RecipeError(f"recompute method must be uniform or block, got {method!r}")
     draft.layout["recompute"] = "full"
-    _partial_full(draft, method or "uniform", count or 1, num_layers)
+    draft.layout["recompute_method"] = method
+    if method == "uniform" and count not in (None, 1):
+        draft.layout["recompute_num_layers"] = count  # None is one block per checkpoint
+    elif method == "block" and count is not None:
+        per_chunk = _layers_per_chunk(draft, num_layers)
+        if per_chunk is None or count < per_chunk:
+            draft.layout["recompute_num_layers"] = count  # None is every block of a chunk
 
 
-def _modules(draft: Draft) -> list[str]:
+def _layers_per_chunk(draft: Draft, num_layers: int | None) -> int | None:
+    """The most blocks a model chunk holds (the block method's "all of them"), None without
+    the layer count."""
+    from explorer.partition import chunk_sizes, end_stage_layers
+    from explorer.pipeline_layout import parse_pipeline_layout
+
+    lay = draft.layout
+    pp, virtual = lay.get("pp", 1), lay.get("virtual_stages", 1)
+    if lay.get("pipeline_layout"):
+        return max(c.blocks for c in parse_pipeline_layout(lay["pipeline_layout"], pp))
+    if not num_layers:
+        return None
+    ends = lay.get("first_stage_layers"), lay.get("last_stage_layers")
+    per_rank = lay.get("stage_layers") or end_stage_layers(num_layers, pp, *ends)
+    return max(chunk_sizes(num_layers, pp, virtual, per_rank))
+
+
+def _modules(draft: Draft) -> tuple[str, ...]:
     setting = draft.get("recompute_modules")
     if setting is None:
-        return ["core_attn"]  # Megatron-LM's default module list
+        return ("core_attn",)  # Megatron-LM's default module list
+    return _names(setting, RECOMPUTE_MODULES)
+
+
+def _names(setting: Setting, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A list setting's module names, checked against ``allowed`` (RecipeError naming it)."""
     value = setting.value
+    if value is True:
+        value = []
     words = value if isinstance(value, list) else str(value).replace(",", " ").split()
-    return [str(w).strip().lower() for w in words]
+    names = tuple(dict.fromkeys(str(w).strip().lower() for w in words if str(w).strip()))
+    wrong = [n for n in names if n not in allowed]
+    if wrong:
+        raise RecipeError(
+            f"{setting.spelled} names {', '.join(wrong)}, not one of {', '.join(allowed)}"
+        )
+    return names
 
 
-def _partial_full(draft: Draft, method: str, count: int, num_layers: int | None) -> None:
-    """Full recompute of fewer than all layers, or of groups of layers: one sentence."""
-    pp, virtual = draft.layout.get("pp", 1), draft.layout.get("virtual_stages", 1)
-    per_chunk = num_layers // (pp * virtual) if num_layers else None
-    if method == "uniform" and count > 1:
+def _offload(draft: Draft) -> None:
+    """Megatron-Core activation offload (fine-grained per module, or whole layers through
+    Transformer Engine) and the CPU optimizer offload into the layout."""
+    modules = draft.get("offload_modules")
+    if draft.flag("fine_grained_activation_offloading") and modules is not None:
+        names = _names(modules, OFFLOAD_MODULES)
+        if names:
+            draft.layout["activation_offload"] = names
+    layers = _count(draft, "cpu_offloading_num_layers")
+    if draft.flag("cpu_offloading"):
+        if layers:
+            draft.layout["offload_layers"] = layers
+        else:  # Megatron-LM --cpu-offloading-num-layers defaults to 0
+            draft.notes.append("--cpu-offloading with 0 layers to offload: nothing is offloaded.")
+    fraction = draft.get("optimizer_offload_fraction")
+    if draft.flag("optimizer_cpu_offload"):
+        # Megatron-LM --optimizer-offload-fraction defaults to 1.0 (all states on the host)
+        share = 1.0 if fraction is None else _fraction(fraction)
+        if share:
+            draft.layout["optimizer_offload_fraction"] = share
+
+
+def _count(draft: Draft, name: str) -> int | None:
+    value = draft.int(name)
+    if value is not None and value < 0:
+        raise RecipeError(f"{draft.settings[name].spelled} must be zero or more, got {value}")
+    return value
+
+
+def _fraction(setting: Setting) -> float:
+    try:
+        value = float(setting.value)
+    except (TypeError, ValueError):
+        value = -1.0
+    if isinstance(setting.value, bool) or not 0 <= value <= 1:
+        raise RecipeError(f"{setting.spelled} must be a number from 0 to 1, got {setting.value!r}")
+    return value
+
+
+def _optimizer_instances(draft: Draft) -> None:
+    """Megatron's partial distributed optimizer (HSDP-like): each instance shards the optimizer
+    over dp / instances ranks and the instances replicate it (Megatron-Core
+    DistributedDataParallelConfig.num_distributed_optimizer_instances)."""
+    instances = _degree(draft, "num_distributed_optimizer_instances")
+    if instances is None or instances == 1:
+        return
+    setting = draft.settings["num_distributed_optimizer_instances"]
+    if not draft.layout.get("zero"):
         draft.say(
-            f"recompute-method uniform with {count} layers per checkpoint: estimated as one "
-            f"layer per checkpoint (the tool keeps every layer's input)."
+            f"{setting.spelled} {instances}: without the distributed optimizer nothing is "
+            f"sharded, so the instances change nothing."
         )
-    elif method == "block" and (per_chunk is None or count < per_chunk):
-        of = f" of the {per_chunk}" if per_chunk else ""
-        draft.say(
-            f"recompute-method block with {count} layers: only {count}{of} layers per "
-            f"pipeline chunk are recomputed; estimated as full recompute of every layer, "
-            f"which under-counts activation memory."
-        )
-    elif method not in ("uniform", "block"):
-        raise RecipeError(f"recompute method must be uniform or block, got {method!r}")
+        return
+    draft.replicas = (instances, setting.spelled)
 
 
 def _leftovers(draft: Draft) -> None:

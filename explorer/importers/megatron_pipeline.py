@@ -1,8 +1,9 @@
 """Megatron's pipeline settings: virtual stages, uneven first/last stages, the layout string.
 
-``--pipeline-model-parallel-layout`` (Megatron-Core ``PipelineParallelLayerLayout``): stages
-separated by ``|``, ``E`` the embedding, ``t`` a transformer layer, ``m`` an MTP layer, ``L`` the
-loss, ``X*n`` and ``(...)*n`` repeat; PP x V stages in order, stage i on pipeline rank i mod PP.
+``--pipeline-model-parallel-layout`` (Megatron-Core ``PipelineParallelLayerLayout``, grammar in
+``explorer.pipeline_layout``) is kept as ``Layout.pipeline_layout``, its PP x V chunks setting
+the virtual stages; ``--decoder-first/last-pipeline-num-layers`` are ``first_stage_layers`` /
+``last_stage_layers``.
 """
 
 from __future__ import annotations
@@ -11,30 +12,51 @@ import re
 
 from explorer.importers.scenario import Draft
 from explorer.importers.settings import RecipeError, Setting
+from explorer.partition import end_stage_layers
+from explorer.pipeline_layout import check_against_model, parse_pipeline_layout
 
 
 def read_pipeline(draft: Draft, num_layers: int | None) -> None:
-    """Virtual stages and per-stage layer counts into the draft's layout."""
+    """Virtual stages, the layout string and the first/last stage layer counts into the
+    draft's layout (``Layout.pipeline_layout``, ``first_stage_layers``, ``last_stage_layers``)."""
     pp = draft.layout.get("pp", 1)
     virtual = _virtual(draft, pp, num_layers)
     layout = draft.get("pipeline_model_parallel_layout")
-    stage_layers: tuple[int, ...] | None = None
     if layout is not None:
-        stages, from_layout = parse_layout(layout, pp)
-        stage_layers = _per_rank(draft, layout, stages, pp)
+        text, from_layout = _layout_string(draft, layout, pp, num_layers)
         if virtual is not None and virtual != from_layout:
             raise RecipeError(
                 f"{layout.spelled} has {from_layout} stages per rank, but the virtual-stage "
                 f"setting says {virtual}"
             )
         virtual = from_layout
+        if pp > 1:
+            draft.layout["pipeline_layout"] = text
     else:
-        stage_layers = _first_last(draft, pp, virtual or 1, num_layers)
+        _first_last(draft, pp, num_layers)
     if virtual is not None and pp > 1:
         draft.layout["virtual_stages"] = virtual
         draft.layout["schedule"] = "interleaved" if virtual > 1 else "1f1b"
-    if stage_layers is not None and len(set(stage_layers)) > 1:
-        draft.layout["stage_layers"] = stage_layers
+
+
+def _layout_string(
+    draft: Draft, setting: Setting, pp: int, num_layers: int | None
+) -> tuple[str, int]:
+    """The layout string as the tool keeps it (no spaces) and its stages per rank; RecipeError
+    naming the setting when it does not parse or does not hold the model's blocks."""
+    text = re.sub(r"\s", "", str(setting.value)).strip("\"'")
+    try:
+        chunks = parse_pipeline_layout(text, pp)
+        if num_layers is not None:
+            mtp = sum(c.mtp for c in chunks)  # without a preset the string's own count
+            if draft.model is not None:
+                from explorer.presets import load_model
+
+                mtp = load_model(draft.model).num_nextn_predict_layers
+            check_against_model(chunks, num_layers, mtp)
+    except ValueError as error:
+        raise RecipeError(f"{setting.spelled} {setting.value!r}: {error}") from None
+    return text, len(chunks) // pp
 
 
 def _virtual(draft: Draft, pp: int, num_layers: int | None) -> int | None:
@@ -52,62 +74,27 @@ def _virtual(draft: Draft, pp: int, num_layers: int | None) -> int | None:
     return num_layers // (pp * per_chunk)
 
 
-def _first_last(
-    draft: Draft, pp: int, virtual: int, num_layers: int | None
-) -> tuple[int, ...] | None:
-    """Layers per pipeline rank from ``--decoder-first/last-pipeline-num-layers`` (the middle
-    ranks share the rest evenly, as Megatron-Core splits them)."""
-    first = draft.int("decoder_first_pipeline_num_layers")
-    last = draft.int("decoder_last_pipeline_num_layers")
+def _first_last(draft: Draft, pp: int, num_layers: int | None) -> None:
+    """``--decoder-first/last-pipeline-num-layers``: blocks on the first and last pipeline
+    rank (the middle ranks share the rest evenly, as Megatron-Core splits them)."""
+    first = _count(draft, "decoder_first_pipeline_num_layers")
+    last = _count(draft, "decoder_last_pipeline_num_layers")
     if first is None and last is None:
-        return None
-    if num_layers is None:
-        raise RecipeError("uneven first or last pipeline stages need the layer count; pass --model")
+        return
     if pp < 2:
         raise RecipeError("first/last pipeline stage layer counts need a pipeline of 2 or more")
-    ends = [n for n in (first, last) if n is not None]
-    middle_ranks = pp - len(ends)
-    rest = num_layers - sum(ends)
-    if rest < 0 or (middle_ranks and rest % middle_ranks) or (not middle_ranks and rest):
-        raise RecipeError(
-            f"first/last stage layers {ends} leave {rest} of {num_layers} layers, which do not "
-            f"split evenly over the other {middle_ranks} stages"
-        )
-    middle = rest // middle_ranks if middle_ranks else 0
-    counts = [middle] * pp
-    if first is not None:
-        counts[0] = first
-    if last is not None:
-        counts[-1] = last
-    return tuple(counts)
+    if num_layers is not None:
+        try:
+            end_stage_layers(num_layers, pp, first, last)
+        except ValueError as error:
+            raise RecipeError(str(error)) from None
+    for key, value in (("first_stage_layers", first), ("last_stage_layers", last)):
+        if value is not None:
+            draft.layout[key] = value
 
 
-def _expand(text: str) -> str:
-    """``(tt|)*3`` and ``t*3`` written out."""
-    group = re.compile(r"\(([^()]*)\)\*(\d+)")
-    while group.search(text):
-        text = group.sub(lambda m: m.group(1) * int(m.group(2)), text)
-    return re.sub(r"([EtmL])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
-
-
-def parse_layout(setting: Setting, pp: int) -> tuple[tuple[int, ...], int]:
-    """Transformer layers of each stage, in order, and stages per rank of a layout string."""
-    text = re.sub(r"[\s,]", "", str(setting.value))
-    stages = _expand(text).split("|")
-    if set("".join(stages)) - set("EtmL") or not stages:
-        raise RecipeError(f"{setting.spelled} {setting.value!r} is not a pipeline layout string")
-    if len(stages) % pp:
-        raise RecipeError(f"{setting.spelled} has {len(stages)} stages, not a multiple of PP {pp}")
-    return tuple(stage.count("t") for stage in stages), len(stages) // pp
-
-
-def _per_rank(draft: Draft, setting: Setting, stages: tuple[int, ...], pp: int) -> tuple[int, ...]:
-    """Layers per pipeline rank; a sentence when one rank's chunks differ in size."""
-    chunks = [stages[rank::pp] for rank in range(pp)]
-    if any(len(set(c)) > 1 for c in chunks):
-        draft.say(
-            f"{setting.spelled} gives one rank's virtual stages different layer counts "
-            f"({', '.join('/'.join(map(str, c)) for c in chunks)}); the tool splits each "
-            f"rank's layers evenly over its virtual stages."
-        )
-    return tuple(sum(c) for c in chunks)
+def _count(draft: Draft, name: str) -> int | None:
+    value = draft.int(name)
+    if value is not None and value < 0:
+        raise RecipeError(f"{draft.settings[name].spelled} must be zero or more, got {value}")
+    return value

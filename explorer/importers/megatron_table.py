@@ -5,8 +5,8 @@ One entry per setting (Megatron's argparse destination; NeMo and Bridge spelling
 ``Field`` entries are read by ``explorer.importers.megatron``; ``Unsupported`` ones become one
 sentence each when set to anything but their neutral value; ``IGNORED`` ones have no effect on
 memory or step time (optimizer hyperparameters, data, logging, checkpoints, kernels' fusions).
-When the Layout gains a field (per-module recompute, offload, ... on the ``recipes`` branch),
-move its entry from ``Unsupported`` to ``Field`` and read it in ``megatron.py``.
+When the Layout gains a field, move its entry from ``Unsupported`` to ``Field`` and read it in
+``megatron.py``.
 Flag names: Megatron-LM ``megatron/training/arguments.py``; Bridge: ``ConfigContainer`` dumps in
 Megatron-Bridge ``scripts/performance``; NeMo 1: NeMo-Framework-Launcher ``conf/training``.
 """
@@ -84,21 +84,18 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
         "use_torch_fsdp2": Field("zero"),
         "data_parallel_sharding_strategy": Field("zero"),
         "name": Field("zero"),  # NeMo 1 model.optim.name: distributed_fused_adam is ZeRO-1
-        "num_distributed_optimizer_instances": Unsupported(
-            "the optimizer is sharded within each instance (partial ZeRO); the tool shards it "
-            "over all data-parallel ranks",
-            neutral=(None, 1),
-        ),
+        "num_distributed_optimizer_instances": Field("dp_shard"),
         "outer_dp_sharding_strategy": Unsupported(
-            "hybrid sharding across data-parallel groups (HSDP) is not a layout field yet; the "
-            "tool shards over all data-parallel ranks"
+            "sharding the optimizer across the replicas of a hybrid-sharded (HSDP) run is not "
+            "modelled; the tool replicates it across them",
+            neutral=(None, "no_shard"),
         ),
         # pipeline
         "num_layers_per_virtual_pipeline_stage": Field("virtual"),
         "num_virtual_stages_per_pipeline_rank": Field("virtual"),
-        "decoder_first_pipeline_num_layers": Field("stage_layers"),
-        "decoder_last_pipeline_num_layers": Field("stage_layers"),
-        "pipeline_model_parallel_layout": Field("stage_layers"),
+        "decoder_first_pipeline_num_layers": Field("first_stage_layers"),
+        "decoder_last_pipeline_num_layers": Field("last_stage_layers"),
+        "pipeline_model_parallel_layout": Field("pipeline_layout"),
         "account_for_embedding_in_pipeline_split": Unsupported(
             "the tool splits transformer blocks evenly and adds the embedding to the first "
             "stage; it does not count the embedding as a layer"
@@ -117,12 +114,13 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
         "delay_wgrad_compute": Unsupported("deferred weight-gradient compute is not modelled"),
         # recompute
         "recompute_granularity": Field("recompute"),
-        "recompute_method": Field("recompute"),
-        "recompute_num_layers": Field("recompute"),
-        "recompute_modules": Field("recompute"),
+        "recompute_method": Field("recompute_method"),
+        "recompute_num_layers": Field("recompute_num_layers"),
+        "recompute_modules": Field("recompute_modules"),
         "recompute_activations": Field("recompute"),
         "moe_layer_recompute": Unsupported(
-            "recompute of whole MoE layers is not modelled (recompute is none, selective or full)"
+            "recompute of whole MoE layers is not read; recompute_modules moe is the tool's "
+            "spelling of it"
         ),
         "num_microbatches_with_partial_activation_checkpoints": Unsupported(
             "recompute for only some micro-batches is not modelled"
@@ -156,15 +154,21 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
         "first_last_layers_bf16": Unsupported("bf16 first and last layers run at FP8 speed"),
         "num_layers_at_start_in_bf16": Unsupported("bf16 layers run at FP8 speed"),
         "num_layers_at_end_in_bf16": Unsupported("bf16 layers run at FP8 speed"),
-        # offload, CUDA graphs, MoE dispatch: layout fields to come (issue 14, recipes)
-        "cpu_offloading": Unsupported("activation and weight offload to the CPU is not modelled"),
-        "cpu_offloading_num_layers": Unsupported("offload to the CPU is not modelled"),
-        "fine_grained_activation_offloading": Unsupported(
-            "per-module activation offload to the CPU is not modelled"
+        # offload
+        "cpu_offloading": Field("offload_layers"),
+        "cpu_offloading_num_layers": Field("offload_layers"),
+        "cpu_offloading_weights": Unsupported(
+            "offloading weights to the CPU is not modelled; only the layers' activations are"
         ),
-        "offload_modules": Unsupported("per-module activation offload is not modelled"),
-        "optimizer_cpu_offload": Unsupported("optimizer state offload to the CPU is not modelled"),
-        "optimizer_offload_fraction": Unsupported("optimizer state offload is not modelled"),
+        "cpu_offloading_activations": Unsupported(
+            "offloading only weights is not modelled; the tool offloads the layers' activations",
+            neutral=(None, True),
+        ),
+        "fine_grained_activation_offloading": Field("activation_offload"),
+        "offload_modules": Field("activation_offload"),
+        "optimizer_cpu_offload": Field("optimizer_offload_fraction"),
+        "optimizer_offload_fraction": Field("optimizer_offload_fraction"),
+        # CUDA graphs, MoE dispatch: no layout field yet
         "enable_cuda_graph": Unsupported("CUDA-graph memory is not counted"),
         "external_cuda_graph": Unsupported("CUDA-graph memory is not counted"),
         "cuda_graph_impl": Unsupported("CUDA-graph memory is not counted"),

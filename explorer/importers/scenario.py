@@ -21,7 +21,13 @@ LAYOUT_KEYS = {
     "tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "etp": "etp", "zero": "zero",
     "mbs": "micro_batch_size", "recompute": "recompute", "schedule": "schedule",
     "virtual": "virtual_stages", "sequence_parallel": "sequence_parallel",
-    "stage_layers": "stage_layers",
+    "stage_layers": "stage_layers", "recompute_modules": "recompute_modules",
+    "recompute_ops": "recompute_ops", "recompute_method": "recompute_method",
+    "recompute_num_layers": "recompute_num_layers", "recompute_every": "recompute_every",
+    "first_stage_layers": "first_stage_layers", "last_stage_layers": "last_stage_layers",
+    "pipeline_layout": "pipeline_layout", "activation_offload": "activation_offload",
+    "offload_layers": "offload_layers", "optimizer_offload_fraction": "optimizer_offload_fraction",
+    "reshard_after_forward": "reshard_after_forward", "dp_shard": "dp_shard",
 }  # fmt: skip
 """JSON key (as in search rows) -> ``Layout`` field."""
 WORKLOAD_KEYS = ("seq_len", "global_batch_size", "precision", "grad_dtype")
@@ -54,7 +60,9 @@ def imported_json(imported: Imported) -> dict[str, Any]:
     """The import as the CLI prints it: the layout under the search rows' keys."""
     lay, work = imported.layout, imported.workload
     layout = {key: getattr(lay, name) for key, name in LAYOUT_KEYS.items()}
-    layout["stage_layers"] = list(lay.stage_layers) if lay.stage_layers else None
+    for name in ("stage_layers", "recompute_modules", "activation_offload"):
+        value = getattr(lay, name)
+        layout[name] = list(value) if value else None if name == "stage_layers" else []
     return {
         "framework": imported.framework,
         "model": imported.model,
@@ -83,6 +91,10 @@ class Draft:
     assumptions: dict[str, str] = field(default_factory=dict)
     batch_defaults_to_one_step: bool = False
     """No global batch means micro-batch x DP (Megatron-LM's default for a launch line)."""
+    replicas: tuple[int, str] | None = None
+    """HSDP: copies of the sharded states (Megatron --num-distributed-optimizer-instances,
+    torchtitan data_parallel_replicate_degree) and the setting's spelling; each copy is sharded
+    over dp / replicas ranks (``dp_shard``), set once DP is known."""
 
     def get(self, *names: str) -> Setting | None:
         """The first of ``names`` that is set (None, "" and "null" count as not set)."""
@@ -112,6 +124,9 @@ class Draft:
     def finish(self, framework: Framework) -> Imported:
         """The frozen specs; RecipeError (one sentence naming the field) on contradictions."""
         self._fill_dp()
+        self._shard_groups()
+        if self.layout.get("zero", 0) != 3:
+            self.layout.pop("reshard_after_forward", None)  # only ZeRO-3 gathers weights
         self._default_grad_dtype()
         self._default_global_batch()
         try:
@@ -127,6 +142,17 @@ class Draft:
             model=self.model, given=frozenset(given), unsupported=tuple(self.unsupported),
             notes=tuple(self.notes), assumptions=tuple(sorted(self.assumptions.items())),
         )  # fmt: skip
+
+    def _shard_groups(self) -> None:
+        """``dp_shard`` from the HSDP replicas, now that DP is known."""
+        if self.replicas is None:
+            return
+        instances, spelled = self.replicas
+        dp = self.layout.get("dp", 1)
+        if dp % instances:
+            raise RecipeError(f"{spelled} {instances} does not divide data-parallel size {dp}")
+        if instances > 1:
+            self.layout["dp_shard"] = dp // instances
 
     def _default_global_batch(self) -> None:
         open_batch = "global_batch_size" not in self.workload and "dp" in self.layout

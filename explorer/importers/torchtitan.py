@@ -4,9 +4,10 @@ Semantics follow torchtitan's ``JobConfig`` (``torchtitan/config/job_config.py``
 ``ParallelDims``: world = replicate x shard x CP x TP x PP, a shard degree of -1 takes the GPUs
 left over; FSDP2 shards over shard x CP ranks (HSDP when replicate > 1 too);
 ``fsdp_reshard_after_forward = "default"`` reshards after forward except under pipeline
-parallelism; without PP the local batch is the micro-batch (gradient accumulation makes the
-global batch), with PP ``pipeline_parallel_microbatch_size`` is. Settings left out take
-torchtitan's defaults (``activation_checkpoint.mode = "selective"``, option "2").
+parallelism (``Layout.reshard_after_forward``); HSDP is ``Layout.dp_shard``; without PP the
+local batch is the micro-batch (gradient accumulation makes the global batch), with PP
+``pipeline_parallel_microbatch_size`` is. Settings left out take torchtitan's defaults
+(``activation_checkpoint.mode = "selective"``, option "2").
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def _degrees(draft: Draft, num_gpus: int | None) -> None:
 
 
 def _sharding(draft: Draft, replicate: int, shard: int) -> None:
+    """FSDP2 over shard x CP ranks as ZeRO-3 (HSDP: ``dp_shard`` ranks per copy, replicated
+    ``replicate`` times), and whether the gathered weights are freed after the forward."""
     reshard = draft.text("parallelism.fsdp_reshard_after_forward") or "default"
     if reshard not in ("default", "always", "never"):
         raise RecipeError(
@@ -134,14 +137,12 @@ def _sharding(draft: Draft, replicate: int, shard: int) -> None:
     if not fsdp:
         draft.layout["zero"] = 0
         return
+    draft.layout["zero"] = 3
+    # torchtitan apply_fsdp: "default" reshards after the forward except under PP
     kept = reshard == "never" or (reshard == "default" and draft.layout["pp"] > 1)
-    draft.layout["zero"] = 2 if kept else 3  # gathered weights kept through backward: ZeRO-2
+    draft.layout["reshard_after_forward"] = not kept
     if replicate > 1:
-        draft.say(
-            f"HSDP (replicate {replicate} x shard {shard}): the tool shards over all "
-            f"{replicate * shard} data-parallel ranks; this run shards {shard} ways, so the "
-            f"estimate under-counts its parameters, gradients and optimizer states."
-        )
+        draft.replicas = (replicate, "parallelism.data_parallel_replicate_degree")
 
 
 def _batch(draft: Draft) -> None:

@@ -1,11 +1,12 @@
 """torchtitan's activation checkpointing and number formats -> recompute and precision.
 
 ``[activation_checkpoint]``: mode none / full / selective; selective with an integer N
-checkpoints every N-th block whole, with "op" it saves the outputs of matmuls (every other one
-of the same shape) and attention and recomputes the rest per op (torchtitan
-``torchtitan/distributed/activation_checkpoint.py``). ``model.converters`` with float8 swaps the
-linears for torchao Float8Linear (FP8 GEMMs); parameters stay fp32 under FSDP2 and are cast to
-``training.mixed_precision_param`` for compute, gradients are reduced in fp32.
+checkpoints every N-th block whole (``Layout.recompute_every``), with "op" it saves the outputs
+of matmuls (every other one of the same shape) and attention and recomputes the rest per op
+(``Layout.recompute_ops``; torchtitan ``torchtitan/distributed/activation_checkpoint.py``).
+``model.converters`` with float8 swaps the linears for torchao Float8Linear (FP8 GEMMs);
+parameters stay fp32 under FSDP2 and are cast to ``training.mixed_precision_param`` for compute,
+gradients are reduced in fp32.
 """
 
 from __future__ import annotations
@@ -32,24 +33,16 @@ def read_recompute(draft: Draft) -> None:
         )
     if option == "op":
         draft.layout["recompute"] = "selective"
-        draft.say(
-            "activation_checkpoint selective 'op' saves matmul and attention outputs and "
-            "recomputes the element-wise ops; estimated as Megatron's selective recompute "
-            "(attention core only), which keeps more activations."
-        )
+        draft.layout["recompute_ops"] = True
         return
     if not option.isdigit() or int(option) < 1:
         raise RecipeError(
             f"activation_checkpoint.selective_ac_option must be 'op' or a positive integer, got "
             f"{option!r}"
         )
-    draft.layout["recompute"] = "full"
+    draft.layout["recompute"] = "full"  # every N-th block checkpointed whole
     if int(option) > 1:
-        draft.say(
-            f"activation_checkpoint selective every {option} layers: only one block in "
-            f"{option} is checkpointed; estimated as full recompute of every block, which "
-            f"under-counts activation memory."
-        )
+        draft.layout["recompute_every"] = int(option)
 
 
 def _converters(draft: Draft) -> list[str]:

@@ -59,8 +59,8 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
         "model.hf_assets_path": IGNORED,
         "model.print_after_conversion": IGNORED,
         "parallelism.data_parallel_replicate_degree": Field("dp"),
-        "parallelism.data_parallel_shard_degree": Field("dp"),
-        "parallelism.fsdp_reshard_after_forward": Field("zero"),
+        "parallelism.data_parallel_shard_degree": Field("dp_shard"),
+        "parallelism.fsdp_reshard_after_forward": Field("reshard_after_forward"),
         "parallelism.tensor_parallel_degree": Field("tp"),
         "parallelism.pipeline_parallel_degree": Field("pp"),
         "parallelism.context_parallel_degree": Field("cp"),
@@ -111,7 +111,7 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
             )
         },
         "activation_checkpoint.mode": Field("recompute"),
-        "activation_checkpoint.selective_ac_option": Field("recompute"),
+        "activation_checkpoint.selective_ac_option": Field("recompute_ops"),  # or recompute_every
         "activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns": IGNORED,
         "activation_checkpoint.memory_budget": Unsupported(
             "a memory-budget checkpointing policy is not modelled"

@@ -21,12 +21,22 @@ ERROR = "_import_error"
 FORMATS = {"megatron": "Megatron-LM / Bridge / NeMo", "torchtitan": "torchtitan TOML"}
 
 
+RECIPE_FIELDS = (
+    "recompute_modules", "recompute_ops", "recompute_method", "recompute_num_layers",
+    "recompute_every", "first_stage_layers", "last_stage_layers", "pipeline_layout",
+    "activation_offload", "offload_layers", "optimizer_offload_fraction",
+    "reshard_after_forward", "dp_shard",
+)  # fmt: skip
+"""Layout recipe fields the import carries into the scenario (no widgets of their own yet)."""
+
+
 def _widget_values(imported: Imported) -> dict[str, object]:
     lay, work = imported.layout, imported.workload
     layout = LayoutInputs(
         dp=lay.dp, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep, zero=lay.zero,
         recompute=lay.recompute, schedule=lay.schedule, virtual_stages=lay.virtual_stages,
         sequence_parallel=lay.sequence_parallel, micro_batch_size=lay.micro_batch_size,
+        **{name: getattr(lay, name) for name in RECIPE_FIELDS},
     )  # fmt: skip
     values: dict[str, object] = dict(layout_state(layout))
     given = imported.given
