@@ -14,7 +14,7 @@ from explorer.report.training import TrainingCase
 
 def launch_section(case: TrainingCase) -> Section:
     """Megatron-LM arguments and a torchtitan config for the chosen layout."""
-    args = megatron_arguments(case.layout, case.workload, case.model.num_hidden_layers)
+    args = _megatron(case)
     flags = [a for a in args if not a.startswith("#")]
     comments = [a for a in args if a.startswith("#")]
     megatron = " \\\n".join(["torchrun ... pretrain_gpt.py", *(f"    {a}" for a in flags)])
@@ -37,11 +37,17 @@ def launch_section(case: TrainingCase) -> Section:
     )
 
 
+def _megatron(case: TrainingCase) -> list[str]:
+    """Megatron's flags for the case; a layout string places the MTP modules last."""
+    model = case.model
+    return megatron_arguments(
+        case.layout, case.workload, model.num_hidden_layers, model.num_nextn_predict_layers
+    )
+
+
 def launch_results(case: TrainingCase) -> dict[str, Any]:
     return {
-        "megatron_arguments": megatron_arguments(
-            case.layout, case.workload, case.model.num_hidden_layers
-        ),
+        "megatron_arguments": _megatron(case),
         "torchtitan_config": torchtitan_config(
             case.layout, case.workload, case.model.num_hidden_layers
         ),
