@@ -258,6 +258,14 @@ def test_warnings_say_what_is_wrong(kwargs, model, workload, fragment) -> None:
     assert any(fragment in w for w in result.warnings), result.warnings
 
 
+def test_layers_placed_by_the_user_raise_no_divisibility_warning() -> None:
+    # 80 blocks on 3 ranks do not divide; given first/last counts (26 + 28 + 26) they are placed
+    placed = Layout(pp=3, dp=1, first_stage_layers=26, last_stage_layers=26)
+    result = training_memory(LLAMA_70B, BIG_GPU, placed, WORKLOAD)
+    assert not any("do not divide into" in w for w in result.warnings), result.warnings
+    assert [len(s.layers) for s in pipeline_plan(LLAMA_70B, placed)] == [26, 28, 26]
+
+
 def test_a_stage_much_heavier_than_the_mean_is_reported() -> None:
     # 1F1B: stage 0 holds 4 micro-batches of activations, stage 3 one.
     result = memory(tp=8, pp=4, dp=1, workload=TrainingWorkload(seq_len=16384))

@@ -21,7 +21,7 @@ from explorer.divisibility import (
 )
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.frameworks import activation_storage
-from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.specs import V_SHAPED, GpuSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.units import GiB
 
 Rule = Callable[[ModelSpec, Layout, TrainingWorkload, int, int], "str | None"]
@@ -83,10 +83,12 @@ def experts_not_divisible(
 def layers_not_divisible(
     model: ModelSpec, layout: Layout, workload: TrainingWorkload, m: int, domain: int
 ) -> str | None:
-    chunks = layout.pp * layout.virtual_stages
+    chunks = layout.pp * (2 if layout.schedule in V_SHAPED else layout.virtual_stages)
     layers = model.num_hidden_layers
-    if layout.stage_layers is not None or layers % chunks == 0:
-        return None
+    explicit = (layout.stage_layers, layout.pipeline_layout, layout.first_stage_layers,
+                layout.last_stage_layers)  # fmt: skip
+    if any(e is not None for e in explicit) or layers % chunks == 0:
+        return None  # the user placed the blocks (or they divide)
     return (
         f"{layers} layers do not divide into {chunks} pipeline chunks: the first and last "
         "chunks get one layer fewer (as Llama 3 405B's 126 layers on 16 stages)"
