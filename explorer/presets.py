@@ -102,11 +102,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ValueError(f"preset file {path.name} is not valid TOML: {error}") from None
 
 
-@cache
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
 def _adapter(cls: type[T]) -> TypeAdapter[T]:
     """One pydantic adapter per dataclass (building one costs ~1 ms; the model index has one
     entry per model)."""
-    return TypeAdapter(cls)
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def _validated(cls: type[T], data: dict[str, Any], where: str) -> T:
