@@ -102,6 +102,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ValueError(f"preset file {path.name} is not valid TOML: {error}") from None
 
 
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[T]) -> TypeAdapter[T]:
+    """One pydantic adapter per dataclass (building one costs ~1 ms; the model index has one
+    entry per model)."""
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
+
+
 def _validated(cls: type[T], data: dict[str, Any], where: str) -> T:
     """``data`` as a ``cls`` dataclass, with unknown keys and strings for numbers rejected."""
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -112,7 +123,7 @@ def _validated(cls: type[T], data: dict[str, Any], where: str) -> T:
         if isinstance(value, str) and fields[key].type not in ("str", str, *_TEXT_CHOICES):
             raise ValueError(f"{where}: {key} must not be a string, got {value!r}")
     try:
-        return TypeAdapter(cls).validate_python(data)
+        return _adapter(cls).validate_python(data)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"])

@@ -231,6 +231,7 @@ def _check_bounds_on_sampled_layouts(
         assert floor.states_bytes(c) <= e.memory.peak_bytes
         acts = floor._activations(c, (c.schedule, c.virtual), c.recompute)
         assert floor._first(c, (c.schedule, c.virtual), c.zero, acts) <= e.memory.peak_bytes
+        assert floor.layout_bytes(c) <= e.memory.peak_bytes  # the ZeRO level's rule
         if not e.fits:
             continue
         assert c.schedule and c.virtual and c.recompute and c.zero is not None
@@ -465,3 +466,23 @@ def test_a_model_too_big_for_the_cluster_ranks_nothing_and_says_memory():
     assert result.layouts.empty and result.estimated == 0
     assert set(result.rejected["kind"].astype(str)) == {"memory"}
     assert result.rejected["num_layouts"].sum() == result.evaluated
+
+
+def test_a_v_placements_memory_floor_takes_its_fullest_rank_and_rejects_what_cannot_fit():
+    # Llama 3.1 405B, TP4 PP32 CP2 DP64 ZeRO-1 ZB-V on H100 (80 GB), 8K tokens, M = 32: under a
+    # V placement rank r holds min(P, M, (M + 1 + r) / 2) micro-batches (Qi et al. 2024 sec.
+    # 6), 16.5 on rank 1 and 32 on rank 31, which hold the same blocks. The floor takes rank 31
+    # (86.4 GiB, the memory model's peak to 0.03%), so the ZeRO level rejects the layout; rank
+    # 1's count would give 56.6 GiB, under the GPU's 74.5 GiB.
+    workload = TrainingWorkload(seq_len=8192, global_batch_size=2048)
+    cluster = load_cluster("hgx-h100", 2048)
+    p = Problem(model=load_model("llama-3.1-405b"), cluster=cluster, workload=workload,
+                num_gpus=16384)  # fmt: skip
+    c = Candidate(tp=4, pp=32, cp=2, dp=64, ep=1, etp=1, mbs=1, schedule="zb-v", virtual=1,
+                  zero=1, recompute="none")  # fmt: skip
+    floor = MemoryFloor(p, DEFAULT_ESTIMATE_ASSUMPTIONS)
+    memory = estimate(p.model, cluster, to_layout(c), workload).memory
+    assert not memory.fits and memory.peak_stage == 31
+    assert 0.999 * memory.peak_bytes <= floor.layout_bytes(c) <= memory.peak_bytes
+    assert floor.layout_rule(p, c) is not None
+    assert floor.layout_rule(p, c._replace(schedule="1f1b")) is not None

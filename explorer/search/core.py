@@ -264,5 +264,6 @@ def _searcher(problem: Problem, assumptions: EstimateAssumptions, limit: float) 
     """A search of ``problem`` with its bounds, floors and the memory rule at the ZeRO level."""
     floor = MemoryFloor(problem, assumptions)
     bounds = Bounds(problem, assumptions, floor)
-    tree = Tree(problem, {"zero": (("memory", floor.states_rule),)})
+    rules = (("memory", floor.states_rule), ("memory", floor.layout_rule))
+    tree = Tree(problem, {"zero": rules})
     return _Search(tree, bounds, assumptions, limit)

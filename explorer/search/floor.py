@@ -128,9 +128,9 @@ class MemoryFloor:
     def _ranks(
         self, c: Candidate, virtual: int, dualpipe: bool, vshape: bool = False
     ) -> list[tuple[int, _Rank]]:
-        """Per distinct pipeline rank (the first of equal ones holds the most micro-batches,
-        the fewest under a V placement): its index, parameters, dense and MoE blocks and chunk
-        copies (cached)."""
+        """Per distinct pipeline rank: the index of the equal one holding the most micro-batches
+        (the first; the last under a V placement, whose count rises with the rank), its
+        parameters, dense and MoE blocks and chunk copies (cached)."""
         key = (c.tp, c.pp, c.ep or 1, c.etp or 1, virtual, dualpipe, vshape)
         if key not in self._rank_cache:
             name: ScheduleName = (
@@ -139,11 +139,12 @@ class MemoryFloor:
             )  # fmt: skip
             layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
                             schedule=name)  # fmt: skip
-            firsts: dict[_Rank, int] = {}
+            fullest: dict[_Rank, int] = {}
             for r, (plan, held) in enumerate(self._plans(layout)):
                 rank = _Rank(held, plan.num_dense_layers, plan.num_moe_layers, plan.copies)
-                firsts.setdefault(rank, r)
-            self._rank_cache[key] = [(r, rank) for rank, r in firsts.items()]
+                if vshape or rank not in fullest:  # V: min(P, M, (M + 1 + r) / 2) rises with r
+                    fullest[rank] = r
+            self._rank_cache[key] = [(r, rank) for rank, r in fullest.items()]
         return self._rank_cache[key]
 
     def _block_bytes(self, c: Candidate, rc: Recompute) -> tuple[float, float]:
@@ -258,6 +259,20 @@ class MemoryFloor:
     def states_rule(self, p: Problem, c: Candidate) -> str | None:
         """A rule for the ZeRO level: model states, NCCL buffers, runtime and reserve cannot fit."""
         return self._reason(self.states_bytes(c), "model states, NCCL buffers, runtime and reserve")
+
+    def layout_bytes(self, c: Candidate) -> float:
+        """The fullest rank of a complete candidate at the backward start or the optimizer step
+        (``_first``, as ``least_zero`` checks it), bytes."""
+        variant = (c.schedule or "1f1b", c.virtual or 1)
+        acts = self._activations(c, variant, c.recompute or "none")
+        return SAFETY * self._first(c, variant, c.zero or 0, acts)
+
+    def layout_rule(self, p: Problem, c: Candidate) -> str | None:
+        """A rule for the ZeRO level: the fullest rank's states and saved activations cannot
+        fit (a complete layout; the pipeline level's bounds only know that some ZeRO stage
+        might)."""
+        what = "the fullest rank's model states, saved activations, NCCL buffers and reserve"
+        return self._reason(self.layout_bytes(c), what)
 
 
 def _fullest(weights: list[tuple[float, float]], acts: list[float], held: bool) -> float:
