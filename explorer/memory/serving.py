@@ -207,17 +207,32 @@ def max_concurrency(
     Each attention data-parallel group holds floor(free / per-sequence bytes) sequences, where
     free is capacity less everything but the KV cache and logits; the tightest stage decides.
     """
-    a = assumptions or MemoryAssumptions()
-    shapes = stage_shapes(model, layout, workload.weights_dtype, workload.kv_dtype, a)
-    one = replace(workload, concurrency=1)
     per_group = []
-    for shape in shapes:
-        with_one = _stage_memory(model, gpu, layout, shape, one, a).total
-        per_seq = kv_bytes_per_sequence(model, shape, workload, a.kv_block_tokens)
-        per_seq += logits_bytes(model, 1) if shape.has_lm_head else 0.0
+    for shape, with_one, kv in _with_one_sequence(model, gpu, layout, workload, assumptions):
+        per_seq = kv + (logits_bytes(model, 1) if shape.has_lm_head else 0.0)
         free = gpu.memory_bytes - (with_one - per_seq)  # everything that is not per sequence
         per_group.append(max(0, math.floor(free / per_seq)))
     return min(per_group) * layout.ep
+
+
+def _with_one_sequence(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    layout: ServingLayout,
+    workload: ServingWorkload,
+    assumptions: MemoryAssumptions | None,
+) -> list[tuple[StageShape, float, float]]:
+    """Per stage: its shape, its memory holding one sequence, and that sequence's KV bytes."""
+    a = assumptions or MemoryAssumptions()
+    one = replace(workload, concurrency=1)
+    return [
+        (
+            shape,
+            _stage_memory(model, gpu, layout, shape, one, a).total,
+            kv_bytes_per_sequence(model, shape, workload, a.kv_block_tokens),
+        )
+        for shape in stage_shapes(model, layout, workload.weights_dtype, workload.kv_dtype, a)
+    ]
 
 
 def kv_capacity_tokens(
@@ -233,14 +248,10 @@ def kv_capacity_tokens(
     sequence), over the KV bytes per token on the tightest stage, rounded down to whole paged
     blocks (vLLM's block pool), times the ep attention groups.
     """
-    a = assumptions or MemoryAssumptions()
-    shapes = stage_shapes(model, layout, workload.weights_dtype, workload.kv_dtype, a)
-    one = replace(workload, concurrency=1)
+    block = (assumptions or MemoryAssumptions()).kv_block_tokens
     per_group = []
-    for shape in shapes:
-        with_one = _stage_memory(model, gpu, layout, shape, one, a).total
-        per_seq = kv_bytes_per_sequence(model, shape, workload, a.kv_block_tokens)
-        free = gpu.memory_bytes - (with_one - per_seq)
-        blocks = max(0, math.floor(free / (shape.kv_bytes_per_token * a.kv_block_tokens)))
-        per_group.append(blocks * a.kv_block_tokens)
+    for shape, with_one, kv in _with_one_sequence(model, gpu, layout, workload, assumptions):
+        free = gpu.memory_bytes - (with_one - kv)
+        blocks = max(0, math.floor(free / (shape.kv_bytes_per_token * block)))
+        per_group.append(blocks * block)
     return min(per_group) * layout.ep
