@@ -143,10 +143,20 @@ def _kinds_of(
 
 
 @lru_cache(maxsize=1024)
-def _curve_shares(curve: AttentionCurve, length: float, causal: bool) -> tuple[float, float]:
+def _curve_shares(
+    curve: AttentionCurve, length: float, causal: bool, head_dim: float | None = None
+) -> tuple[float, float]:
     """(forward, backward) shares of an attention table at ``length`` (cached)."""
-    forward = attention_share(curve, length, causal, backward=False)
-    return forward, attention_share(curve, length, causal, backward=True)
+    forward = attention_share(curve, length, causal, backward=False, head_dim=head_dim)
+    return forward, attention_share(curve, length, causal, backward=True, head_dim=head_dim)
+
+
+def attention_head_dim(model: ModelSpec) -> float:
+    """Head dimension the attention kernel runs at: MLA's mean of its Q K^T width (nope +
+    rope) and its P V width, which weigh the two products' FLOPs; else the head size."""
+    if model.is_mla:
+        return (model.qk_nope_head_dim + model.qk_rope_head_dim + model.v_head_dim) / 2
+    return model.head_size
 
 
 def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
@@ -168,7 +178,8 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
         ) / 2
         return flops / (peak * forward), 2 * flops / (peak * forward)
     elif curve is not None:  # CP ranks run the kernel on s / cp long blocks
-        forward, backward = _curve_shares(curve, seq / layout.cp, causal)
+        head_dim = attention_head_dim(ctx.model)
+        forward, backward = _curve_shares(curve, seq / layout.cp, causal, head_dim)
         if fp8:
             forward, backward = forward * FP8_SHARE_RATIO, backward * FP8_SHARE_RATIO
     else:  # no published figures: the BF16 GEMM efficiency of P V, all heads side by side
