@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "scaling",
     "probe",
     "import_",
+    "flexsp",
 )
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
