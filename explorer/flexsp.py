@@ -38,6 +38,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -53,6 +54,11 @@ BUCKETS_PER_DOUBLING = 4
 """Length grid: 2^(k/4) tokens rounded up to a multiple of ``BUCKET_ALIGN`` (at most 19% more)."""
 BUCKET_ALIGN = 128
 """Bucket lengths are multiples of this many tokens."""
+MAX_GROUPS = 1024
+"""SP groups one phase may hold: smaller groups are not tried on larger clusters (the
+placement keeps a heap entry per group)."""
+BUDGET_S = 30.0
+"""Seconds a FlexSP plan may take before it stops with a sentence."""
 MIN_LENGTH = 128
 """Shortest length a profile may name, tokens."""
 LONG_TAIL_MIN = 1024
@@ -288,7 +294,7 @@ def group_sizes(s: FlexSetting) -> tuple[int, ...]:
     """Powers of two that divide the GPUs left after TP (candidate SP group sizes)."""
     sizes, g = [], 1
     while g <= s.ranks:
-        if s.ranks % g == 0:
+        if s.ranks % g == 0 and s.ranks // g <= MAX_GROUPS:
             sizes.append(g)
         g *= 2
     return tuple(sizes)
@@ -511,13 +517,22 @@ class _Planner:
         self.sizes = group_sizes(s)
         self.caps = {g: capacity(s, g, buckets[-1], buckets) for g in self.sizes}
         self.tried = 0
+        self.deadline = time.monotonic() + BUDGET_S
+
+    def _count(self) -> None:
+        self.tried += 1
+        if time.monotonic() > self.deadline:
+            raise ValueError(
+                f"the FlexSP plan ran past its {BUDGET_S:.0f} s budget: give fewer GPUs, "
+                "sequences or lengths"
+            )
 
     def uniform(self, items: Sequence[_Item]) -> Phase | None:
         """The fastest phase of equal groups that holds every item."""
         best: Phase | None = None
         for g in self.sizes:
             if items and all(g in item.cost for item in items):
-                self.tried += 1
+                self._count()
                 best = _faster(best, assign(self.s, [g] * (self.s.ranks // g), items))
         return best
 
@@ -531,7 +546,7 @@ class _Planner:
             for small in (g for g in self.sizes if g < big and self.caps[g] > 0):
 
                 def run(n_big: int, big: int = big, small: int = small) -> float:
-                    self.tried += 1
+                    self._count()
                     sizes = [big] * n_big + [small] * ((ranks - n_big * big) // small)
                     phase = assign(self.s, sizes, items)
                     nonlocal best
@@ -596,6 +611,8 @@ def compare_flexsp(s: FlexSetting, profile: LengthProfile, global_batch: int) ->
         if first and second and first.seconds + second.seconds + tail < best.step_s:
             best = FlexPlan(phases=(first, second), tail_s=tail, world_size=s.world_size)
     notes = []
+    if len(items) < s.ranks // max(p.sizes):
+        notes.append("the step holds fewer items than the largest group count: GPUs sit idle")
     if raw != seqs:
         notes.append(
             "lengths are rounded up to the bucket grid (4 per doubling, multiples of 128 tokens)"
