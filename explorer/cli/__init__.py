@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "probe",
     "import_",
     "flexsp",
+    "helix",
 )
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 

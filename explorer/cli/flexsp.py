@@ -72,7 +72,10 @@ def _skews(text: str) -> list[float]:
     if not parts or len(parts) > MAX_SKEWS:
         raise ValueError(f"--sweep-skew takes 1 to {MAX_SKEWS} comma-separated skews")
     parse = number(100.0)
-    return [parse(p.strip()) for p in parts]
+    try:
+        return [parse(p.strip()) for p in parts]
+    except argparse.ArgumentTypeError as error:
+        raise ValueError(f"--sweep-skew: {error}") from None
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
