@@ -25,7 +25,7 @@ from explorer.specs import (
     TrainingWorkload,
 )
 
-PYTORCH_FRAMEWORKS: Final = ("torchtitan", "NeMo AutoModel")
+PYTORCH_FRAMEWORKS: Final = ("torchtitan", "NeMo AutoModel", "LLM Foundry")
 """Frameworks whose memory behaviour is PyTorch's (FSDP2, eager autograd): explorer.memory's
 ``framework="pytorch"``; the others run Megatron-Core."""
 
