@@ -29,9 +29,10 @@ OptimizerForm = Literal["fused", "foreach"]
 
 EAGER_KERNEL_ISSUE_S: Final = 5e-6
 """CPU seconds to issue one kernel from eager PyTorch (Python, autograd recording, dispatcher,
-cudaLaunchKernel). Not measured on the published runs' hosts: the low end of the 5-25 us per
-op a tutorial walk-through of the dispatch path gives ("From PyTorch op to kernel launch",
-jiahuanglin.xyz gpu_kernel_serving lesson 18). A named assumption (``compute.kernel_issue_s``)."""
+cudaLaunchKernel). Source: Meta's Holistic Trace Analysis docs (facebookresearch/
+HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst): the CPU-side launch
+of a kernel in PyTorch traces usually takes 5-20 us; the low end is taken. Not measured on the
+published runs' hosts: a named assumption (``compute.kernel_issue_s``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
