@@ -236,12 +236,14 @@ def block_ledger(
         one_kernel = fused_norm or model.norm_kind == "layernorm"
         norm = one_norm if one_kernel else eager_rmsnorm
         found = norm(width) * 2 + residual(width) * 2 + eager_activation(model, f)
-        found = found + eager_rope(q) + eager_rope(k)
+        if not model.learned_position_embeddings:  # learned positions: no RoPE in the block
+            found = found + eager_rope(q) + eager_rope(k)
         if model.qk_norm:
             found = found + norm(q) + norm(k)
     else:
         found = one_norm(width) * 2 + residual(width) * 2 + fused_activation(model, f)
-        found = found + Ledger(2 * (q + k), 4 * (q + k), 1, 2)  # RoPE on q and k
+        if not model.learned_position_embeddings:
+            found = found + Ledger(2 * (q + k), 4 * (q + k), 1, 2)  # RoPE on q and k
         if model.qk_norm:
             found = found + one_norm(q) + one_norm(k)
     if gqa:

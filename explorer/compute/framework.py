@@ -20,7 +20,9 @@ from typing import Final, Literal
 
 from explorer.specs import Layout, PrecisionPolicy
 
-ComputeFramework = Literal["megatron", "torchtitan", "torchtitan-compile", "deepspeed", "pytorch"]
+ComputeFramework = Literal[
+    "megatron", "torchtitan", "torchtitan-compile", "deepspeed", "pytorch", "pytorch-fsdp1"
+]
 """Training stacks with a profile (``compute.framework``)."""
 MemoryBoundLedger = Literal["fused", "eager", "compiled"]
 """Which kernels a block's norms, RoPE, activations and residuals run as."""
@@ -104,6 +106,18 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
         source="plain PyTorch eager with FSDP2 (or DDP) and torch.optim.AdamW, whose default "
         "on CUDA tensors is the foreach implementation (torch/optim/optimizer.py "
         "_default_to_fused_or_foreach)",
+    ),
+    "pytorch-fsdp1": FrameworkProfile(
+        ledger="eager",
+        fp32_loss=True,
+        fsdp2_copies=False,
+        optimizer="foreach",
+        kernel_issue_s=EAGER_KERNEL_ISSUE_S,
+        source="plain PyTorch eager with FSDP1 (FullyShardedDataParallel), as MosaicML's "
+        "Composer / LLM Foundry run it: flat parameters are all-gathered into the unsharded "
+        "flat buffer the parameters view, and gradients accumulate into the flat gradient, "
+        "so no per-parameter copies (torch/distributed/fsdp/_flat_param.py); cross-entropy "
+        "autocasts the logits to fp32 (autocast's fp32 op list); torch.optim AdamW (foreach)",
     ),
 }
 """The profiles by name; ``megatron`` is the default and keeps the estimate's Megatron-Core

@@ -92,6 +92,8 @@ def compute_framework(run: PublishedRun) -> ComputeFramework:
     published in these sources)."""
     if run.framework == "torchtitan":
         return "torchtitan-compile" if run.torch_compile else "torchtitan"
+    if run.framework == "LLM Foundry":  # Composer's PyTorch FSDP1, eager MPT blocks
+        return "pytorch-fsdp1"
     return "megatron"
 
 
@@ -103,11 +105,19 @@ pytorch/torchtitan#1209, May 2025: cuDNN enabled on B200 only; pytorch/pytorch#1
 cuDNN the default on SM 9.0 for torch 2.9)."""
 
 
+FLASH2_HOPPER: Final[AttentionKernel] = "fa2-h100"
+"""LLM Foundry's MPT attention (attn_impl triton or flash: FlashAttention's 2022 Triton kernel
+or the flash-attn package of 2023) on H100: no published H100 figures of those kernels, so
+FlashAttention-2's (an assumption; FA2 is the faster of the two)."""
+
+
 def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
     """The attention table a run's stack calls where it is not the GPU preset's: torchtitan's
     SDPA on Hopper (every torchtitan run here predates torch 2.9)."""
     if run.framework == "torchtitan" and run.generation == "Hopper":
         return SDPA_FLASH_HOPPER
+    if run.framework == "LLM Foundry" and run.generation == "Hopper":
+        return FLASH2_HOPPER
     return None
 
 
