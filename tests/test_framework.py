@@ -196,7 +196,7 @@ def test_assumptions_reject_an_unknown_framework_and_a_negative_issue_cost() -> 
     with pytest.raises(ValueError, match="kernel_issue_s"):
         ComputeAssumptions(kernel_issue_s=-1e-6)
     assert set(FRAMEWORKS) == {"megatron", "torchtitan", "torchtitan-compile", "deepspeed",
-                               "pytorch"}  # fmt: skip
+                               "pytorch", "pytorch-fsdp1"}  # fmt: skip
 
 
 # --- the SDPA kernel and the published runs ---------------------------------------------------
@@ -239,3 +239,20 @@ def test_published_runs_pick_their_framework_profile() -> None:
     assert (graphs.framework, graphs.cuda_graphs) == ("megatron", True)
     partial = compute("mbridge-26.04.01-b200-deepseek-v3-mxfp8")
     assert not partial.cuda_graphs
+
+
+def test_fsdp1_has_no_per_parameter_copies_and_learned_positions_no_rope() -> None:
+    # FSDP1 gathers into the flat buffer its parameters view: nothing to copy per parameter;
+    # a GPT-2 block (learned positions) has no RoPE, so its eager ledger is the RoPE-less one
+    from explorer.compute.elementwise import block_ledger
+    from explorer.presets import load_model
+    from explorer.specs import Layout
+
+    assert not FRAMEWORKS["pytorch-fsdp1"].fsdp2_copies
+    assert FRAMEWORKS["pytorch"].fsdp2_copies
+    gpt2 = load_model("gpt2")  # 12 heads of 64: q and k 768 wide each
+    with_rope = replace(gpt2, learned_position_embeddings=False)
+    layout = Layout()
+    plain = block_ledger(gpt2, layout, False, "eager", False)
+    roped = block_ledger(with_rope, layout, False, "eager", False)
+    assert roped.forward - plain.forward == 10 * 768 + 10 * 768  # eager RoPE: 10 per channel
