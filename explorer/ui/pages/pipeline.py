@@ -9,7 +9,7 @@ import streamlit as st
 
 from explorer.scenario import Scenario
 from explorer.specs import SCHEDULES
-from explorer.ui import cached, inputs
+from explorer.ui import bubble, cached, inputs, schedule_explorer
 from explorer.ui.format import gib, percent, seconds
 from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
 from explorer.ui.sidebar import SCHEDULE_LABELS
@@ -128,13 +128,7 @@ def _diagram_caption(est: Estimate, timeline: Timeline, drawn: int) -> str:
         "sets it holds times their bytes, on top of its states and buffers (its peak is the "
         "Memory page's; hover for the sets held)."
     )
-    if drawn < timeline.schedule.microbatches:
-        caption += (
-            f" The diagram draws {drawn} of the step's {timeline.schedule.microbatches:,} "
-            "micro-batches, so its title's bubble is larger than the step's "
-            f"{percent(est.bubble_fraction)}: warm-up and cool-down weigh more in a short run."
-        )
-    return caption
+    return f"{caption} {bubble.sentence(est, bubble.drawn_bubble(timeline, drawn), drawn)}"
 
 
 @st.fragment  # choosing the pattern or the whole step redraws the diagram only
@@ -181,6 +175,7 @@ def render(scenario: Scenario) -> None:
         help="The Memory page's peak: the most loaded stage's GPU (GiB = 2^30 bytes).",
     )
     _diagram(scenario, case, est, timeline)
+    schedule_explorer.render(scenario, case, est.microbatches)
     st.markdown("#### Per stage")
     table = _stage_table(est)
     floats = [c for c in table.columns if c != "layers"]
