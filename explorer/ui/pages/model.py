@@ -8,7 +8,7 @@ import streamlit as st
 from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
 from explorer.specs import ModelSpec
-from explorer.ui import cached, inputs
+from explorer.ui import cached, gallery, inputs
 from explorer.ui.charts.model import flops_figure, label, params_figure
 from explorer.ui.format import (
     billions,
@@ -122,6 +122,7 @@ def render(scenario: Scenario) -> None:
         st.dataframe(
             table, width="stretch", column_config=number_columns(table.columns, "localized")
         )
+    gallery.render(scenario.model.preset if scenario.model.source == "preset" else None)
 
 
 if __name__ == "__main__":
