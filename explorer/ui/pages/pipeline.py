@@ -51,8 +51,10 @@ def _drawn(timeline: Timeline) -> int:
         return whole
     labels = {few: f"Pattern: {few} micro-batches", whole: f"Whole step: {whole} micro-batches"}
     choice = st.segmented_control(
-        "Draw", list(labels), format_func=labels.__getitem__, key=DRAWN_KEY, default=few
-    )
+        "Draw", list(labels), format_func=labels.__getitem__, key=DRAWN_KEY, default=few,
+        help="The pattern (2P micro-batches) shows warm-up, steady state and cool-down at a "
+        "readable size; the whole step draws every micro-batch (binned when long).",
+    )  # fmt: skip
     return choice or few
 
 
