@@ -90,6 +90,11 @@ def test_dualpipe_at_16_by_32_is_drawn_in_time_bins_and_its_two_bubbles_are_expl
     assert f"The title's bubble ({bubble}) is the Bubble figure above" in said
     step_share = float(said.split("the bubble is ")[1].split("%")[0])
     assert 0 < step_share < float(bubble.rstrip("%"))
+    at.slider(key="pipeline_zoom").set_value((0, 20)).run()  # zoom into the warm-up
+    assert_clean(at)
+    zoomed = figure(at, "schedule")
+    assert "time bins" not in zoomed["layout"]["title"]["text"]  # one bar per action again
+    assert zoomed["layout"]["xaxis"]["range"][0] == 0
 
 
 def test_the_explorer_zooms_a_long_schedule_from_time_bins_to_every_action():

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import streamlit as st
-
 from explorer.ui.format import percent
+from explorer.ui.schedule_zoom import drawn_timeline
 
 if TYPE_CHECKING:
     from explorer.estimate import Estimate
-    from explorer.schedules import StageTimes, Timeline
-    from explorer.specs import ScheduleName
+    from explorer.schedules import Timeline
 
 
 def step_share(est: Estimate) -> float:
@@ -31,24 +29,7 @@ def step_share(est: Estimate) -> float:
 def drawn_bubble(timeline: Timeline, drawn: int) -> float:
     """The bubble of the diagram's title: the same schedule and stage times with ``drawn``
     micro-batches (the whole timeline's when it cannot run with that many)."""
-    s = timeline.schedule
-    if drawn >= s.microbatches:
-        return timeline.bubble_fraction
-    shorter = _bubble(s.name, s.stages, drawn, s.virtual, timeline.times)
-    return timeline.bubble_fraction if shorter is None else shorter
-
-
-@st.cache_data(max_entries=64, show_spinner=False)  # keyed on the small specs, not the events
-def _bubble(
-    name: ScheduleName, stages: int, microbatches: int, virtual: int, times: StageTimes
-) -> float | None:
-    from explorer.schedules import build_schedule, simulate
-
-    try:
-        schedule = build_schedule(name, stages, microbatches, virtual)
-    except ValueError:
-        return None
-    return simulate(schedule, times).bubble_fraction
+    return drawn_timeline(timeline, drawn).bubble_fraction
 
 
 def sentence(est: Estimate, title_bubble: float, drawn: int) -> str:

@@ -16,7 +16,6 @@ import pandas as pd
 import streamlit as st
 
 from explorer.scenario import Overrides, Scenario
-from explorer.schedules.aggregate import needs_binning
 from explorer.specs import (
     SCHEDULES,
     V_SHAPED,
@@ -30,6 +29,7 @@ from explorer.ui.assumptions import estimate_assumptions
 from explorer.ui.charts.style import Figure
 from explorer.ui.format import gib, percent, seconds, sentence
 from explorer.ui.pages import chart, number_columns
+from explorer.ui.schedule_zoom import window_slider
 from explorer.ui.sidebar import SCHEDULE_LABELS
 from explorer.units import GiB
 
@@ -199,28 +199,8 @@ def _panel(scenario: Scenario, case: inputs.TrainingCase, microbatches: int) -> 
         f"({seconds(x.timeline.makespan_s)}), step {seconds(est.step_time_s)}, peak "
         f"{gib(x.peak_stage.peak_bytes)} per GPU on stage {x.peak_stage.stage}."
     )
-    window = _window(x)
+    window = window_slider(x.timeline, WINDOW)
     chart(figure(x, window), "explorer_chart", theme=True)
     st.caption(peak_sentence(x))
     table = stage_table(x)
     st.dataframe(table, width="stretch", column_config=number_columns(table.columns, "%.3f"))
-
-
-def _window(x: Exploration) -> tuple[float, float] | None:
-    """A time window (percent of the pipelined part) to zoom into; shown for long steps."""
-    timeline = x.timeline
-    if not needs_binning(timeline):
-        return None
-    low, high = st.slider(
-        "Zoom: time window (% of the pipelined part)",
-        min_value=0,
-        max_value=100,
-        value=(0, 100),
-        key=WINDOW,
-        help="The diagram draws this part of the step; with few enough actions per stage in "
-        "the window it draws every action with its micro-batch number instead of time bins.",
-    )
-    if high <= low:
-        return None
-    span = timeline.makespan_s
-    return (span * low / 100, span * high / 100)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from explorer.scenario import Scenario
 from explorer.specs import SCHEDULES
-from explorer.ui import bubble, cached, inputs, schedule_explorer
+from explorer.ui import bubble, cached, inputs, schedule_explorer, schedule_zoom
 from explorer.ui.format import gib, percent, seconds
 from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
 from explorer.ui.sidebar import SCHEDULE_LABELS
@@ -139,7 +139,8 @@ def _diagram(
 ) -> None:
     drawn = _drawn(timeline)
     specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
-    chart(cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
+    zoomed = schedule_zoom.zoomed_figure(scenario, case, timeline, drawn)
+    chart(zoomed or cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
     st.caption(_diagram_caption(est, timeline, drawn))
 
 
