@@ -28,11 +28,7 @@ def load(preset: str) -> None:
 
 
 def _card_text(card: PresetCard) -> tuple[str, str]:
-    active = (
-        f"{billions(card.active_params)} active per token"
-        if card.is_moe
-        else "dense, all active per token"
-    )
+    active = f"{billions(card.active_params)} active" if card.is_moe else "dense"
     head = (
         f"**{escaped(card.name)}**  \n{billions(card.total_params)} parameters · {active} · "
         f"{tokens(card.context_tokens)} context"
@@ -55,7 +51,8 @@ def render(current: str | None) -> None:
     with box:
         st.caption(
             "Sizes are this tool's exact counts from each published config.json (without "
-            "multi-token-prediction modules); context is the config's max_position_embeddings. "
+            "multi-token-prediction modules); active is what one token runs through (MoE: its "
+            "top-k experts); context is the config's max_position_embeddings. "
             "Load sets the sidebar's model and keeps the rest."
         )
         for first in range(0, len(all_cards), PER_ROW):
