@@ -38,6 +38,8 @@ def test_the_explorer_shows_each_stages_memory_in_gib_and_its_peak_adds_up():
     at.number_input(key="explorer_stages").set_value(8).run()
     assert_clean(at)
     one_f_one_b = explorer_table(at)
+    # DP 2 x TP 8 x 8 stages: 128 GPUs, twice the sidebar's 64, and the page says so.
+    assert any(c.startswith("This shape needs 128 GPUs") for c in texts(at.caption))
     # 1F1B holds P - p micro-batches on stage p (Narayanan et al. 2021 sec. 2.2.1).
     assert one_f_one_b["most micro-batches held"].tolist() == [8, 7, 6, 5, 4, 3, 2, 1]
     peak = one_f_one_b["fixed, states included (GiB)"] + (

@@ -199,6 +199,14 @@ def _panel(scenario: Scenario, case: inputs.TrainingCase, microbatches: int) -> 
         f"({seconds(x.timeline.makespan_s)}), step {seconds(est.step_time_s)}, peak "
         f"{gib(x.peak_stage.peak_bytes)} per GPU on stage {x.peak_stage.stage}."
     )
+    needed, have = x.layout.world_size, case.cluster.world_size
+    if needed != have:
+        lay = x.layout
+        st.caption(
+            f"This shape needs {needed:,} GPUs (DP {lay.dp} × TP {lay.tp} × PP {lay.pp} × "
+            f"CP {lay.cp}); the sidebar's cluster has {have:,}, so it is estimated as if the "
+            "cluster had that many of the same GPUs and links."
+        )
     window = window_slider(x.timeline, WINDOW)
     chart(figure(x, window), "explorer_chart", theme=True)
     st.caption(peak_sentence(x))
