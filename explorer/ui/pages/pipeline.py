@@ -68,7 +68,8 @@ def _compare(scenario: Scenario, case: inputs.TrainingCase) -> None:
 def _comparison(scenario: Scenario, case: inputs.TrainingCase) -> None:
     st.caption(
         "The same stage times under other schedules (interleaved with the layout's virtual "
-        "stages, or 2). Step figures are for the whole step; the diagrams show its pattern."
+        "stages, or 2). Step figures are for the whole step; the diagrams show its pattern, "
+        "so their titles' bubbles are larger: warm-up and cool-down weigh more in a short run."
     )
     others = [] if scenario.layout.schedule == "1f1b" else ["1f1b"]
     chosen = st.multiselect(
