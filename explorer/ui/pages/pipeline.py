@@ -69,7 +69,8 @@ def _comparison(scenario: Scenario, case: inputs.TrainingCase) -> None:
     st.caption(
         "The same stage times under other schedules (interleaved with the layout's virtual "
         "stages, or 2). Step figures are for the whole step; the diagrams show its pattern, "
-        "so their titles' bubbles are larger: warm-up and cool-down weigh more in a short run."
+        "and a pattern shorter than the step has a larger bubble in its title: warm-up and "
+        "cool-down weigh more in a short run."
     )
     others = [] if scenario.layout.schedule == "1f1b" else ["1f1b"]
     chosen = st.multiselect(
