@@ -46,7 +46,10 @@ WINDOW = "explorer_window"
 MAX_STAGES = 64
 """Most stages the explorer takes: a UI bound keeping one simulation interactive."""
 MAX_MICROBATCHES = 512
-"""Most micro-batches the explorer takes (64 x 512 x 3 actions simulate in about a second)."""
+"""Most micro-batches the explorer takes. At the bounds, ``explore_schedule`` of Llama 3.1 405B
+(DP 2, TP 8) on 64 stages x 512 took 1.126 s (1F1B), 1.949 s (ZB-H1) and 1.536 s (DualPipe) in
+one run and 1.607 s, 2.503 s, 2.376 s in a second, and ``schedule_figure`` of that DualPipe
+step 2.742 s (time.perf_counter on the shared 2-core development machine)."""
 MAX_VIRTUAL = 8
 
 
