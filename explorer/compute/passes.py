@@ -109,7 +109,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
         layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
-        a.gemm_efficiency_scale, a.max_efficiency,
+        a.gemm_efficiency_scale, a.max_efficiency, a.grouped_gemm_call_s,
     )  # fmt: skip
 
 
@@ -127,12 +127,13 @@ def _kinds_of(
     bandwidth: float,
     scale: float,
     cap: float,
+    call_s: float = 0.0,
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe))
-        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap)
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())

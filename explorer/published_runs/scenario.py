@@ -126,6 +126,12 @@ def _te_fp8(run: PublishedRun) -> dict[str, Any]:
     return {"fp8_linear_input_bytes": width, "fp8_weight_copy_bytes": copies}
 
 
+MEGATRON_CORE_FRAMEWORKS: Final = ("Megatron-Bridge", "NeMo", "Megatron-LM")
+"""Frameworks whose MoE experts run Transformer Engine's GroupedLinear (one cuBLAS call per
+local expert, ``ComputeAssumptions.grouped_gemm_call_s``); the others run a single-launch
+grouped kernel (DeepSeek's DeepGEMM, torch._grouped_mm)."""
+
+
 def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -138,7 +144,10 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     comm = replace(
         base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
     )
-    return replace(base, memory=memory, comm=comm)
+    compute = base.compute
+    if run.framework not in MEGATRON_CORE_FRAMEWORKS:
+        compute = replace(compute, grouped_gemm_call_s=0.0)
+    return replace(base, memory=memory, comm=comm, compute=compute)
 
 
 def scenario(run: PublishedRun) -> Scenario:
