@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from explorer.compute.gemm import kernel_figures
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
-from explorer.presets import load_cluster, load_model
+from explorer.presets import load_cluster, load_gpu, load_model
 from explorer.published_runs.table import PER_TENSOR_FP8, ZERO_OF_SHARDING, PublishedRun
 from explorer.specs import (
     RECOMPUTE_MODULES,
@@ -82,7 +83,6 @@ def _unmodelled(run: PublishedRun) -> tuple[str, ...]:
         (run.cuda_graphs, f"CUDA graphs ({run.cuda_graphs})"),
         (run.torch_compile, "torch.compile"),
         (run.async_tp, "async TP"),
-        (run.moe_a2a_overlap, "MoE all-to-all overlap"),
     )
     return tuple(words for on, words in flags if on)
 
@@ -126,6 +126,10 @@ def _te_fp8(run: PublishedRun) -> dict[str, Any]:
     return {"fp8_linear_input_bytes": width, "fp8_weight_copy_bytes": copies}
 
 
+DEEPEP_SMS: Final = 20
+"""SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
+Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2 (20 of the H800's 132 SMs)."""
+
 MEGATRON_CORE_FRAMEWORKS: Final = ("Megatron-Bridge", "NeMo", "Megatron-LM")
 """Frameworks whose MoE experts run Transformer Engine's GroupedLinear (one cuBLAS call per
 local expert, ``ComputeAssumptions.grouped_gemm_call_s``); the others run a single-launch
@@ -144,9 +148,14 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     comm = replace(
         base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
     )
+    if run.moe_a2a_overlap:  # --overlap-moe-expert-parallel-comm: DualPipe's batch-level overlap
+        comm = replace(comm, ep_overlap=comm.dualpipe_ep_overlap)
     compute = base.compute
     if run.framework not in MEGATRON_CORE_FRAMEWORKS:
         compute = replace(compute, grouped_gemm_call_s=0.0)
+    if run.schedule in ("dualpipe", "dualpipev") and run.ep_dispatcher == "deepep":
+        sms = kernel_figures(load_gpu(run.gpu)).num_sms  # DeepEP's kernels beside the compute
+        compute = replace(compute, comm_sm_share=DEEPEP_SMS / sms)
     return replace(base, memory=memory, comm=comm, compute=compute)
 
 
