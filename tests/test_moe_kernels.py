@@ -74,3 +74,32 @@ def test_only_megatron_core_runs_pay_per_expert_calls() -> None:
     deepseek = scenario(runs["deepseek-v3-report-2048-h800"]).assumptions.compute
     assert mbridge.grouped_gemm_call_s == ComputeAssumptions().grouped_gemm_call_s
     assert deepseek.grouped_gemm_call_s == 0.0  # DeepGEMM: one launch for all experts
+
+
+def test_the_dispatchers_sort_by_local_expert_moves_four_k_h_per_token() -> None:
+    from explorer.compute.moe import chunk_sort_elements
+
+    # Qwen3-235B: top-8, h 4096; the sort and the unsort each read and write 8 copies
+    assert chunk_sort_elements(QWEN3, Layout(dp=8, ep=8)) == 4 * 8 * 4096
+    assert chunk_sort_elements(QWEN3, Layout(tp=2, dp=16, ep=32)) == 4 * 8 * 4096 / 2
+    assert chunk_sort_elements(QWEN3, Layout(dp=128, ep=128)) == 0.0  # one expert per GPU
+
+
+def test_the_sort_costs_its_bytes_over_hbm_in_forward_and_backward() -> None:
+    from dataclasses import replace
+
+    from explorer.compute import ComputeContext, pass_times, stage_work
+    from explorer.specs import TrainingWorkload
+
+    layout = Layout(dp=8, ep=8)
+    work = stage_work(QWEN3, tuple(range(12)), 4096, False, False)  # 12 MoE blocks
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=64, precision="bf16-mixed")
+    ctx = ComputeContext(model=QWEN3, gpu=B200, layout=layout, workload=workload)
+    off = replace(ctx, assumptions=replace(ctx.assumptions, ep_chunk_sort=False))
+    on, without = pass_times(work, ctx), pass_times(work, off)
+    # hand-worked: 4 x 8 x 4096 elements x 4096 tokens x 2 bytes / (8 TB/s x 0.8) per block
+    per_block = 4 * 8 * 4096 * 4096 * 2 / (8e12 * 0.8)
+    assert per_block == pytest.approx(167.8e-6, rel=1e-3)
+    assert on.forward_s - without.forward_s == pytest.approx(12 * per_block)
+    assert on.backward_input_s - without.backward_input_s == pytest.approx(12 * per_block)
+    assert on.weight_s == without.weight_s

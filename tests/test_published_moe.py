@@ -23,4 +23,31 @@ def test_dualpipe_with_deepep_holds_twenty_of_the_h800s_132_sms() -> None:
     # DeepSeek-V3 report sec. 3.2.2: 20 SMs for communication
     s = scenario(RUNS["deepseek-v3-report-2048-h800"])
     assert s.assumptions.compute.comm_sm_share == pytest.approx(20 / 132)
-    assert scenario(RUNS["mbridge-25.09-h100-deepseek-v3"]).assumptions.compute.comm_sm_share == 0
+    no_overlap = scenario(RUNS["automodel-2510-h100-deepseek-v3-1024gpu"])  # DeepEP, 1F1B
+    assert no_overlap.assumptions.compute.comm_sm_share == 0
+
+
+def test_only_the_all_to_all_dispatcher_sorts_tokens_by_local_expert() -> None:
+    alltoall = scenario(RUNS["mbridge-25.11-b200-qwen3-235b-mxfp8"]).assumptions.compute
+    deepep = scenario(RUNS["mbridge-25.09-h100-deepseek-v3"]).assumptions.compute
+    assert (alltoall.ep_chunk_sort, deepep.ep_chunk_sort) == (True, False)
+
+
+def test_megatron_overlap_with_deepep_runs_the_compute_on_the_sms_deepep_leaves() -> None:
+    from dataclasses import replace
+
+    from explorer.compute import ComputeContext, pass_times, stage_work
+
+    s = scenario(RUNS["mbridge-25.09-h100-deepseek-v3"])  # DeepEP, moe_a2a_overlap
+    a = s.assumptions.compute
+    assert a.a2a_overlap and a.comm_sm_share == pytest.approx(20 / 132)  # moe_deepep_num_sms
+    work = stage_work(s.model, tuple(range(3, 10)), 4096, False, False)
+    ctx = ComputeContext(model=s.model, gpu=s.cluster.gpu, layout=s.layout, workload=s.workload,
+                         assumptions=a)  # fmt: skip
+    free = replace(ctx, assumptions=replace(a, a2a_overlap=False))
+    held, alone = pass_times(work, ctx), pass_times(work, free)
+    # GEMMs and attention take 132 / 112 as long; memory-bound kernels are unchanged
+    assert held.attention_forward_s == pytest.approx(alone.attention_forward_s * 132 / 112)
+    assert alone.forward_s < held.forward_s < alone.forward_s * 132 / 112
+    alltoall = scenario(RUNS["mbridge-25.11-h100-qwen3-235b-fp8cs"]).assumptions.compute
+    assert alltoall.a2a_overlap and alltoall.comm_sm_share == 0.0  # NCCL: no published count

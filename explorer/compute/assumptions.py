@@ -67,6 +67,18 @@ class ComputeAssumptions:
     expert, against 0.069 ms for one CUTLASS launch; the per-expert loop and its 4 streams:
     TE common/gemm/cublaslt_gemm.cu (multi_stream_cublas_gemm)."""
 
+    ep_chunk_sort: bool = True
+    """The MoE dispatcher sorts the received tokens by local expert and back (Megatron-Core's
+    all-to-all dispatcher with more than one local expert: explorer.compute.moe); False for
+    a dispatcher that hands them over grouped by expert (DeepEP, HybridEP)."""
+
+    a2a_overlap: bool = False
+    """EP all-to-alls run beside the compute outside DualPipe too, holding
+    ``comm_sm_share`` of the SMs while they do (Megatron-Core
+    --overlap-moe-expert-parallel-comm, "Batch-Level EP-A2A hiding" in its MoE README; with
+    the flex dispatcher DeepEP's kernels take ``moe_deepep_num_sms`` = 20 SMs, HybridEP's 16:
+    Megatron-Core transformer_config.py)."""
+
     def __post_init__(self) -> None:
         if self.grouped_gemm_call_s < 0:
             raise ValueError(

@@ -22,6 +22,7 @@ from explorer.compute.casts import cast_bytes
 from explorer.compute.elementwise import stage_traffic
 from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
+from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
 from explorer.precision import precision_policy
@@ -236,27 +237,32 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
     attention_f, attention_b = _attention_s(work, ctx)
     head = _head_s(work, ctx, bandwidth, k)
-    sms = 1 / (1 - a.comm_sm_share) if all_to_alls_overlap(layout) else 1.0  # SMs held
+    overlapped = all_to_alls_overlap(layout) or (a.a2a_overlap and layout.ep > 1)
+    sms = 1 / (1 - a.comm_sm_share) if overlapped else 1.0  # SMs the all-to-alls hold
     traffic = stage_traffic(work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout)
     tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
     memory, attention_memory = traffic.blocks * per_element, traffic.attention * per_element
+    sort = 0.0  # the dispatcher's sort by local expert and back, each pass (compute.moe)
+    if a.ep_chunk_sort and moe:
+        sort = moe * ctx.moe_imbalance * chunk_sort_elements(ctx.model, layout) * per_element
     recipe = a.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
     cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
     cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
     launches = g.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers
     gap_f, gap_b = a.kernel_gap_s * launches / 3, a.kernel_gap_s * launches / 3
     linear_f = sms * g.forward_s
-    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f
+    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f + sort
     r = recompute_shares(ctx.model, layout, work.num_layers, moe, seq)
     lin = sms * (dense * k.dense.forward_s + moe * k.moe.forward_s)  # dense GEMMs, routers
     exp = sms * moe * ctx.moe_imbalance * k.experts.forward_s  # routed experts
-    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * exp  # casts go with the GEMMs
+    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort)  # casts: GEMMs
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)
+    backward = sms * (g.dgrad_s + head + attention_b) + 2 * memory + cast_b + gap_b + sort
     return PassTimes(
         forward_s=blocks + sms * head,
-        backward_input_s=sms * (g.dgrad_s + head + attention_b) + 2 * memory + cast_b + gap_b,
+        backward_input_s=backward,
         weight_s=sms * (g.wgrad_s + head) + gap_b,
         recompute_s=recompute,
         attention_forward_s=sms * attention_f,

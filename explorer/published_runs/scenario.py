@@ -130,6 +130,11 @@ DEEPEP_SMS: Final = 20
 """SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
 Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2 (20 of the H800's 132 SMs)."""
 
+MEGATRON_DISPATCHER_SMS: Final = {"deepep": 20, "hybridep": 16}
+"""SMs Megatron-Core's flex dispatcher kernels use (moe_deepep_num_sms, moe_hybridep_num_sms
+defaults). Source: Megatron-Core megatron/core/transformer/transformer_config.py; NCCL's
+all-to-all (the alltoall dispatcher) has no published count, so none is held for it."""
+
 MEGATRON_CORE_FRAMEWORKS: Final = ("Megatron-Bridge", "NeMo", "Megatron-LM")
 """Frameworks whose MoE experts run Transformer Engine's GroupedLinear (one cuBLAS call per
 local expert, ``ComputeAssumptions.grouped_gemm_call_s``); the others run a single-launch
@@ -152,10 +157,15 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
         comm = replace(comm, ep_overlap=comm.dualpipe_ep_overlap)
     compute = base.compute
     if run.framework not in MEGATRON_CORE_FRAMEWORKS:
-        compute = replace(compute, grouped_gemm_call_s=0.0)
+        compute = replace(compute, grouped_gemm_call_s=0.0, ep_chunk_sort=False)
+    if run.ep_dispatcher != "alltoall":  # the flex dispatcher: tokens arrive grouped by expert
+        compute = replace(compute, ep_chunk_sort=False)
+    sms = kernel_figures(load_gpu(run.gpu)).num_sms
     if run.schedule in ("dualpipe", "dualpipev") and run.ep_dispatcher == "deepep":
-        sms = kernel_figures(load_gpu(run.gpu)).num_sms  # DeepEP's kernels beside the compute
-        compute = replace(compute, comm_sm_share=DEEPEP_SMS / sms)
+        compute = replace(compute, comm_sm_share=DEEPEP_SMS / sms)  # DeepEP beside compute
+    if run.moe_a2a_overlap:  # Megatron-Core's flex dispatcher kernels beside the compute
+        held = MEGATRON_DISPATCHER_SMS.get(run.ep_dispatcher, 0)
+        compute = replace(compute, a2a_overlap=True, comm_sm_share=held / sms)
     return replace(base, memory=memory, comm=comm, compute=compute)
 
 
