@@ -9,12 +9,11 @@ from explorer.comm.collectives import LinkEfficiency
 from explorer.memory.serving import MemoryAssumptions
 
 LEAVES_OUT = (
-    "scheduler overheads (the queueing of an engine under load is in explorer.serving."
-    "scheduler), speculative decoding in the plan and the scheduler (explorer.serving."
-    "speculative costs it for one layout), KV sharing of cached prefixes between sequences, "
-    "overlap of communication with compute (two-batch overlap), attention kernels' efficiency "
-    "by KV length, load imbalance between attention data-parallel groups, kernel launch gaps, "
-    "CPU sampling and detokenisation"
+    "the engine's CPU scheduling time per step (the queueing of an engine under load is in "
+    "explorer.serving.scheduler), KV sharing of cached prefixes between sequences, overlap "
+    "of communication with compute other than two-batch overlap, attention kernels' "
+    "efficiency by KV length, load imbalance between attention data-parallel groups, CPU "
+    "sampling and detokenisation"
 )
 """What the serving model leaves out, shown with every result."""
 
@@ -69,7 +68,37 @@ class ServingAssumptions:
     prefilled, so prefill tokens and TTFT shrink; their KV still takes memory per sequence
     (sharing between sequences is left out)."""
 
+    cuda_graphs: bool = True
+    """Whether decode-only steps replay captured CUDA graphs (vLLM, SGLang and TensorRT-LLM do
+    by default): no kernel is launched from the host, and each attention group's batch is
+    padded up to the next captured size (``cuda_graph_batch_sizes``), whose extra rows the
+    GEMMs compute. A batch above the largest size, a step with prefill, or ``False``, runs
+    eagerly: the step takes at least its host launches (``launch_s`` per kernel)."""
+    cuda_graph_batch_sizes: tuple[int, ...] = (1, 2, 4, *range(8, 257, 8))
+    """Decode batch sizes captured. Source: vLLM ``_BATCH_SIZES_TO_CAPTURE`` = [1, 2, 4] + 8 x
+    (1..32) (worker/model_runner.py); TensorRT-LLM's perf-overview.md options list 1, 2, 4,
+    ..., 256, 384, 512, 1024, 2048, 4096, 8192 (explorer.published_serving uses those)."""
+    launch_s: float = 4e-6
+    """Host seconds to launch one kernel in an eager step. An assumption: a few microseconds
+    a launch (NVIDIA, "Getting Started with CUDA Graphs", 2019, measures launch overheads of
+    this order that graphs remove); not a measured figure of any engine."""
+    kernels_per_block: int = 14
+    """Kernels one transformer block launches in an eager decode step. An assumption from the
+    block's operations: 2 norms, QKV, rotary + KV write, attention, output projection, 2
+    all-reduces, gate-up, activation, down, residual adds, and the router with the expert
+    permute and combine in a MoE block (fused kernels launch fewer)."""
+    two_batch_overlap: bool = False
+    """Two-batch overlap for expert-parallel layouts: each step's tokens run as two
+    micro-batches, one's attention and experts computing while the other's EP dispatch and
+    combine are on the wire. Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.4 (prefill
+    and decode overlap two micro-batches); SGLang's large-scale EP blog (lmsys.org,
+    2025-05-05, "two-batch overlap"). Each micro-batch reads the weights itself."""
+
     def __post_init__(self) -> None:
+        if not self.cuda_graph_batch_sizes or min(self.cuda_graph_batch_sizes) < 1:
+            raise ValueError("cuda_graph_batch_sizes must be positive batch sizes")
+        if not self.launch_s >= 0 or self.kernels_per_block < 0:
+            raise ValueError("launch_s and kernels_per_block must be at least 0")
         for name in (
             "prefill_compute_efficiency",
             "hbm_efficiency",
@@ -93,6 +122,16 @@ GEMM_TILE_ROWS = 64
 """Rows a tensor-core GEMM pads its M dimension to: the smallest M of Hopper's warpgroup MMA
 (``wgmma.mma_async`` shapes m64nNk16, PTX ISA 8.0, sec. 9.7.14) and of Blackwell's 1-SM
 ``tcgen05.mma`` (M = 64 or 128). A step's tokens are the GEMM's rows."""
+
+
+def graph_batch(a: ServingAssumptions, seqs: float) -> float | None:
+    """The captured CUDA-graph batch a decode-only step of ``seqs`` sequences (one attention
+    group) replays: the smallest captured size at least ``seqs``; None runs it eagerly
+    (graphs off, or more sequences than the largest size). Source: ``cuda_graphs``."""
+    if not a.cuda_graphs or seqs <= 0:
+        return None
+    fits = [size for size in a.cuda_graph_batch_sizes if size >= seqs - 1e-9]
+    return float(min(fits)) if fits else None
 
 
 def gemm_efficiency(a: ServingAssumptions, tokens_per_step: float, prefill: bool) -> float:

@@ -35,8 +35,9 @@ from explorer.memory.serving import (
     kv_bytes_per_token,
     stage_shapes,
     weight_bytes_per_param,
+    window_share,
 )
-from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
+from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency, graph_batch
 from explorer.serving.deepep import copy_bytes, ep_exchange_s
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
 from explorer.serving.mla import absorbed_attention_flops_per_key
@@ -48,16 +49,23 @@ Bound = Literal["compute", "memory", "communication"]
 
 @dataclass(frozen=True, slots=True)
 class Roofline:
-    """Seconds of one stage step, by resource; ``total_s`` = max(compute, memory) + exposed
-    communication."""
+    """Seconds of one stage step, by resource; ``total_s`` = the kernels' time (at least
+    max(compute, memory)) plus exposed communication."""
 
     compute_s: float
     memory_s: float
     communication_s: float
+    kernels_s: float = 0.0
+    """The step's kernel classes one after another, each at its own max(compute, memory): the
+    GEMMs against their weights, the routed experts against theirs, attention against the KV
+    cache. Engines run them in sequence on one stream, so one's memory time does not hide
+    another's compute (NanoFlow, Zhu et al. 2024, arXiv:2408.12757, which overlaps them
+    with nano-batches because engines do not); 0 leaves max(compute, memory). Eager steps
+    also wait for their host launches (``ServingAssumptions.cuda_graphs``)."""
 
     @property
     def total_s(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.communication_s
+        return max(self.compute_s, self.memory_s, self.kernels_s) + self.communication_s
 
     @property
     def bound(self) -> Bound:
@@ -174,27 +182,55 @@ def _comm_s(case: _Case, shape: StageShape, tokens: float, low_latency: bool = F
     return total * (1 - a.comm_overlap)
 
 
-def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
-    """Seconds of one stage's FLOPs for ``tokens`` per attention group, ``context`` keys each:
-    each GEMM at the efficiency of its rows (``gemm_efficiency``), attention at that of a
-    large GEMM (its rows are heads x tokens)."""
+@dataclass(frozen=True, slots=True)
+class _Kernels:
+    """Compute seconds of one stage step by kernel class."""
+
+    gemms: float  # attention projections, dense and shared MLPs, router, LM head
+    attention: float  # scores and values over the context
+    experts: float  # the routed experts' GEMMs
+
+
+def _compute_parts(
+    case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool, rows: float
+) -> _Kernels:
+    """Compute seconds of one stage's FLOPs for ``tokens`` per attention group, ``context``
+    keys each, by kernel class: each GEMM at the efficiency of its rows (``gemm_efficiency``;
+    ``rows`` >= tokens when a CUDA graph pads the batch, the padded rows computed too),
+    attention at that of a large GEMM (its rows are heads x tokens)."""
     model, lay, a = case.model, case.layout, case.a
     if tokens <= 0:
-        return 0.0
+        return _Kernels(0.0, 0.0, 0.0)
+    peak = peak_flops_per_s(case.cluster, case.workload.weights_dtype)
     per_key = f.attention_per_key if prefill else f.decode_attention_per_key
-    seconds = tokens * f.dense / lay.tp / gemm_efficiency(a, tokens, prefill)
-    seconds += tokens * per_key * context / lay.tp / gemm_efficiency(a, math.inf, prefill)
+    gemms = rows * f.dense / lay.tp / gemm_efficiency(a, rows, prefill)
+    attention = tokens * per_key * context / lay.tp / gemm_efficiency(a, math.inf, prefill)
     # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace; each
     # expert's GEMM gets the token copies routed to it (ep groups x tokens x k / slots)
     imbalance = expert_imbalance(
-        model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
+        model, lay.ep, lay.redundant_experts, rows, a.expert_load_cv, a.balanced_load_cv
     )
     slots = expert_slots(model, lay.redundant_experts)
-    rows = tokens * lay.ep * model.num_experts_per_tok / slots if slots else tokens
-    seconds += tokens * f.experts / lay.tp * imbalance / gemm_efficiency(a, rows, prefill)
-    heads = 1.0 if prefill else tokens  # the LM head runs on the last token of each sequence
-    seconds += heads * f.logits / lay.tp / gemm_efficiency(a, heads, prefill)
-    return seconds / peak_flops_per_s(case.cluster, case.workload.weights_dtype)
+    routed = rows * lay.ep * model.num_experts_per_tok / slots if slots else rows
+    experts = rows * f.experts / lay.tp * imbalance / gemm_efficiency(a, routed, prefill)
+    heads = 1.0 if prefill else rows  # the LM head runs on the last token of each sequence
+    gemms += heads * f.logits / lay.tp / gemm_efficiency(a, heads, prefill)
+    return _Kernels(gemms / peak, attention / peak, experts / peak)
+
+
+def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
+    """Seconds of one stage's FLOPs for ``tokens`` per attention group (``_compute_parts``)."""
+    k = _compute_parts(case, f, tokens, context, prefill, tokens)
+    return k.gemms + k.attention + k.experts
+
+
+def _decode_kv_share(case: _Case, shape: StageShape, context: float) -> float:
+    """Share of a stage's full-context KV a decode reads at ``context`` keys: blocks with a
+    sliding window or chunked attention read their window only (Mistral 7B, arXiv:2310.06825,
+    sec. 2); 1 without windows."""
+    if case.model.sliding_window is None or context <= 0:
+        return 1.0
+    return window_share(case.model, shape, case.workload, max(1, math.ceil(context)))
 
 
 def _mixed_stage_step(
@@ -206,26 +242,65 @@ def _mixed_stage_step(
     keys: float,
     comm_s: float | None = None,
     per_seq: float = 1.0,
+    half_comm_s: float | None = None,
 ) -> Roofline:
     """Roofline of one stage running ``decode`` decode sequences (``per_seq`` tokens each,
     ``context`` keys each) and ``prefill`` prefill tokens (``keys`` keys each) per attention
     group in one step: the FLOPs add, the weights are read once, each decode sequence reads
-    its KV cache once (a speculative verify step scores ``per_seq`` tokens against it)."""
+    its KV cache once (a speculative verify step scores ``per_seq`` tokens against it).
+    A decode-only step replays a CUDA graph padded to its captured batch, or runs eagerly at
+    least as long as its host launches; with two-batch overlap (EP only) the step is two
+    half micro-batches, each one's compute hiding the other's EP exchange
+    (``ServingAssumptions.two_batch_overlap``; ``half_comm_s``: one half's collectives)."""
+    lay, a = case.layout, case.a
+    tokens = decode * per_seq + prefill
+    comm = _comm_s(case, shape, tokens, prefill == 0) if comm_s is None else comm_s
+    if a.two_batch_overlap and lay.ep > 1 and tokens >= 2:
+        half = _kernel_step(case, shape, decode / 2, context, prefill / 2, keys, per_seq)
+        if half_comm_s is None:
+            half_comm_s = _comm_s(case, shape, tokens / 2, prefill == 0)
+        busy = half.total_s
+        layers = max(1, len(shape.layers))
+        # the two halves alternate: compute of one under the other's exchange, plus the
+        # first half's compute of one block before any exchange can overlap it
+        overlapped = max(2 * busy, 2 * half_comm_s) + min(busy, half_comm_s) / layers
+        return Roofline(2 * half.compute_s, 2 * half.memory_s, overlapped - 2 * busy, 2 * busy)
+    step = _kernel_step(case, shape, decode, context, prefill, keys, per_seq)
+    return Roofline(step.compute_s, step.memory_s, comm, step.kernels_s)
+
+
+def _kernel_step(
+    case: _Case,
+    shape: StageShape,
+    decode: float,
+    context: float,
+    prefill: float,
+    keys: float,
+    per_seq: float,
+) -> Roofline:
+    """The kernels of ``_mixed_stage_step`` without communication."""
     model, lay, a = case.model, case.layout, case.a
     f = _stage_flops(model, shape.layers, shape.has_lm_head)
-    compute_s = _compute_s(case, f, decode * per_seq, context, False)
-    compute_s += _compute_s(case, f, prefill, keys, True)
+    graph = graph_batch(a, decode) if prefill == 0 else None
+    rows = (graph if graph is not None else decode) * per_seq
+    window = _decode_kv_share(case, shape, context)
+    dec = _compute_parts(case, f, decode * per_seq, context * window, False, rows)
+    pre = _compute_parts(case, f, prefill, keys, True, prefill)
     tokens = decode * per_seq + prefill
     slots = expert_slots(model, lay.redundant_experts)
     touched = experts_touched(model.n_routed_experts, model.num_experts_per_tok, tokens * lay.ep)
     # each touched expert's copies are read (replicas of a hot expert each get some tokens)
     copies = touched * slots / model.n_routed_experts if model.n_routed_experts else 0.0
     experts = copies / lay.ep * shape.num_moe_layers * shape.expert_bytes  # per GPU
-    kv = decode * context * shape.kv_bytes_per_token
-    read = shape.read_bytes + experts + kv
-    memory_s = read / (a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s)
-    comm = _comm_s(case, shape, tokens, prefill == 0) if comm_s is None else comm_s
-    return Roofline(compute_s, memory_s, comm)
+    kv = decode * context * window * shape.kv_bytes_per_token
+    bandwidth = a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s
+    gemm_c, att_c = dec.gemms + pre.gemms, dec.attention + pre.attention
+    exp_c = dec.experts + pre.experts
+    weights_s, experts_s, kv_s = shape.read_bytes / bandwidth, experts / bandwidth, kv / bandwidth
+    kernels = max(gemm_c, weights_s) + max(exp_c, experts_s) + max(att_c, kv_s)
+    if graph is None and a.launch_s > 0:  # eager: the host launches every kernel
+        kernels = max(kernels, len(shape.layers) * a.kernels_per_block * a.launch_s)
+    return Roofline(gemm_c + att_c + exp_c, weights_s + experts_s + kv_s, 0.0, kernels)
 
 
 def _stage_step(
@@ -292,12 +367,16 @@ class EngineStep:
         lay, q = self._case.layout, tokens_per_seq
         share = lay.pp * lay.ep  # micro-batches x attention groups
         decode, prefill = decode_seqs / share, prefill_tokens / share
-        comm, handoff = self._communication(decode * q + prefill, prefill_tokens == 0)
+        tokens, alone = decode * q + prefill, prefill_tokens == 0
+        comm, handoff = self._communication(tokens, alone)
+        halves: tuple[float | None, ...] = (None,) * len(comm)
+        if self._case.a.two_batch_overlap and lay.ep > 1:
+            halves = self._communication(tokens / 2, alone)[0]
         stage_s = max(
             _mixed_stage_step(
-                self._case, s, decode, context, prefill, prefill_keys, c, per_seq=q
+                self._case, s, decode, context, prefill, prefill_keys, c, q, h
             ).total_s
-            for s, c in zip(self._shapes, comm, strict=True)
+            for s, c, h in zip(self._shapes, comm, halves, strict=True)
         )
         return lay.pp * stage_s + (lay.pp - 1) * handoff
 
