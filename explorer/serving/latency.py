@@ -39,6 +39,12 @@ from explorer.memory.serving import (
 )
 from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency, graph_batch
 from explorer.serving.deepep import copy_bytes, ep_exchange_s
+from explorer.serving.drafts import (
+    Speculation,
+    check_speculation,
+    draft_case,
+    expected_tokens_per_step,
+)
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
@@ -304,12 +310,18 @@ def _kernel_step(
 
 
 def _stage_step(
-    case: _Case, shape: StageShape, tokens: float, context: float, prefill: bool
+    case: _Case,
+    shape: StageShape,
+    tokens: float,
+    context: float,
+    prefill: bool,
+    per_seq: float = 1.0,
 ) -> Roofline:
-    """Roofline of one stage running ``tokens`` per attention group, ``context`` keys each."""
+    """Roofline of one stage running ``tokens`` per attention group, ``context`` keys each
+    (decode: ``tokens`` sequences of ``per_seq`` tokens, k + 1 in a speculative verify)."""
     if prefill:
         return _mixed_stage_step(case, shape, 0.0, 0.0, tokens, context)
-    return _mixed_stage_step(case, shape, tokens, context, 0.0, 0.0)
+    return _mixed_stage_step(case, shape, tokens, context, 0.0, 0.0, per_seq=per_seq)
 
 
 def _handoff_s(case: _Case, tokens: float) -> float:
@@ -318,11 +330,13 @@ def _handoff_s(case: _Case, tokens: float) -> float:
     return _collective_s(case, "point-to-point", message, "pp")
 
 
-def _slowest(case: _Case, tokens: float, context: float, prefill: bool) -> Roofline:
+def _slowest(
+    case: _Case, tokens: float, context: float, prefill: bool, per_seq: float = 1.0
+) -> Roofline:
     """The slowest stage's roofline (stages differ by embedding, LM head and layer count)."""
     w, a = case.workload, case.a
     shapes = stage_shapes(case.model, case.layout, w.weights_dtype, w.kv_dtype, a.memory)
-    steps = [_stage_step(case, s, tokens, context, prefill) for s in shapes]
+    steps = [_stage_step(case, s, tokens, context, prefill, per_seq) for s in shapes]
     return max(steps, key=lambda r: r.total_s)
 
 
@@ -330,7 +344,11 @@ class EngineStep:
     """Seconds of one scheduler step of a replica as a function of the work scheduled in it:
     the per-stage mixed roofline (``_mixed_stage_step``) of the slowest stage, run by each of
     ``pp`` micro-batches, with the work spread evenly over the ``ep`` attention groups.
-    Communication depends on the tokens only, so it is kept per token count."""
+    Communication depends on the tokens only, so it is kept per token count.
+
+    With ``speculation`` (k draft tokens), a step with decodes verifies k + 1 tokens a
+    sequence and first runs the draft k times for them; it yields ``tokens_per_step`` tokens
+    a decoding sequence on average (explorer.serving.speculative). k = 0 is plain decode."""
 
     def __init__(
         self,
@@ -339,11 +357,38 @@ class EngineStep:
         layout: ServingLayout,
         workload: ServingWorkload,
         assumptions: ServingAssumptions,
+        speculation: Speculation | None = None,
     ) -> None:
         w, a = workload, assumptions
         self._case = _Case(model, cluster, layout, workload, assumptions)
         self._shapes = stage_shapes(model, layout, w.weights_dtype, w.kv_dtype, a.memory)
         self._comm: dict[tuple[float, bool], tuple[tuple[float, ...], float]] = {}
+        self._spec = speculation if speculation and speculation.draft_tokens > 0 else None
+        self._draft: EngineStep | None = None
+        if self._spec is not None:
+            check_speculation(model, self._spec)
+            draft, on = draft_case(model, layout, self._spec)
+            self._draft = EngineStep(draft, cluster, on, workload, assumptions)
+
+    @property
+    def draft_tokens(self) -> int:
+        """Tokens drafted a step (k; 0 without speculation): KV slots each decode reserves."""
+        return self._spec.draft_tokens if self._spec else 0
+
+    def draft_seconds(self, decode_seqs: float, context: float) -> float:
+        """Seconds of a step's k draft passes for ``decode_seqs`` sequences of the replica at
+        ``context`` keys (0 without speculation)."""
+        if self._draft is None or decode_seqs <= 0:
+            return 0.0
+        return self.draft_tokens * self._draft.seconds(round(decode_seqs), 0, context, 0.0)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a decoding sequence gets from one step on average (1 without speculation):
+        (1 - a^(k+1)) / (1 - a), Leviathan et al. 2023 eq. 1."""
+        if self._spec is None:
+            return 1.0
+        return expected_tokens_per_step(self._spec.acceptance, self._spec.draft_tokens)
 
     def _communication(self, tokens: float, low_latency: bool) -> tuple[tuple[float, ...], float]:
         """(per-stage exposed collectives, pipeline handoff) seconds for ``tokens``."""
@@ -364,6 +409,20 @@ class EngineStep:
         """One step: ``decode_seqs`` decodes at ``context`` keys on average (``tokens_per_seq``
         tokens each: k + 1 in a speculative verify step) and ``prefill_tokens`` prompt tokens
         at ``prefill_keys`` keys on average (seconds)."""
+        if self._draft is not None and decode_seqs > 0 and tokens_per_seq == 1.0:
+            k = self.draft_tokens
+            verify = self._plain(decode_seqs, prefill_tokens, context, prefill_keys, k + 1.0)
+            return verify + self.draft_seconds(decode_seqs, context)
+        return self._plain(decode_seqs, prefill_tokens, context, prefill_keys, tokens_per_seq)
+
+    def _plain(
+        self,
+        decode_seqs: int,
+        prefill_tokens: int,
+        context: float,
+        prefill_keys: float,
+        tokens_per_seq: float,
+    ) -> float:
         lay, q = self._case.layout, tokens_per_seq
         share = lay.pp * lay.ep  # micro-batches x attention groups
         decode, prefill = decode_seqs / share, prefill_tokens / share
@@ -413,10 +472,15 @@ def replica_latency(
     layout: ServingLayout,
     workload: ServingWorkload,
     assumptions: ServingAssumptions,
+    speculation: Speculation | None = None,
 ) -> ReplicaLatency:
-    """TTFT, decode step and mean ITL of one replica (model in the module docstring)."""
+    """TTFT, decode step and mean ITL of one replica (model in the module docstring); with
+    ``speculation`` each decode step verifies k + 1 tokens a sequence after k draft steps
+    and yields E tokens (``EngineStep.tokens_per_step``): the step and ITL are per token."""
     case = _Case(model, cluster, layout, workload, assumptions)
     w, pp, ep = case.workload, case.layout.pp, case.layout.ep
+    spec = EngineStep(model, cluster, layout, workload, assumptions, speculation)
+    k, per_step = spec.draft_tokens, spec.tokens_per_step
     budget = case.a.memory.prefill_chunk_tokens  # max_num_batched_tokens, per scheduler step
     # prefix-cache hits are not prefilled; the new tokens attend to the cached ones too
     computed = w.prompt_len * (1.0 - case.a.prefix_cache_hit_rate)
@@ -425,17 +489,26 @@ def replica_latency(
     pre = _slowest(case, chunk, keys, prefill=True)
     ttft = (computed / chunk + pp - 1) * pre.total_s + (pp - 1) * _handoff_s(case, chunk)
     wanted = -(-w.concurrency // pp) / ep  # sequences per micro-batch and attention group
-    micro = min(wanted, sustained_decodes(budget, computed, w.output_len))
-    dec = _slowest(case, micro, w.prompt_len + w.output_len / 2, prefill=False)
-    step = pp * dec.total_s + (pp - 1) * _handoff_s(case, micro)
+    # a decode takes k + 1 budget tokens a step and finishes in output_len / E steps
+    most = budget / (k + 1 + computed * per_step / w.output_len)
+    micro = min(wanted, most)
+    context = w.prompt_len + w.output_len / 2
+    dec = _slowest(case, micro, context, prefill=False, per_seq=k + 1.0)
+    step = pp * dec.total_s + (pp - 1) * _handoff_s(case, micro * (k + 1))
+    step += spec.draft_seconds(micro * pp * ep, context)  # k draft passes for them
     # each step mixes in the successors' prompt tokens, at most the budget left by decodes;
     # costed at the prefill chunk's seconds per token
-    mixed = min(micro * computed / w.output_len, max(0.0, budget - micro))
-    itl = step + pp * mixed * pre.total_s / chunk
+    mixed = min(micro * computed * per_step / w.output_len, max(0.0, budget - micro * (k + 1)))
+    itl = (step + pp * mixed * pre.total_s / chunk) / per_step
     # closed loop (Little): the sequences not decoding wait, a share 1 - micro / wanted of
     # each request's time, whose decoding part is output_len inter-token latencies
     ttft += w.output_len * itl * (wanted / micro - 1)
-    return ReplicaLatency(pre, dec, ttft, step, itl, min(w.concurrency, micro * pp * ep))
+    decoding = min(w.concurrency, micro * pp * ep)
+    return ReplicaLatency(pre, dec, ttft, step / per_step, itl, decoding)
+
+
+_param_counts = lru_cache(maxsize=256)(param_counts)
+"""param_counts per model, kept: a plan asks for the same model's counts at every point."""
 
 
 def memory_bound_tokens_per_s(
@@ -451,7 +524,7 @@ def memory_bound_tokens_per_s(
     experts the step's tokens touch and each sequence's KV cache; counted from whole-model
     parameter counts with no replication, so any layout's estimate stays below it.
     """
-    counts = param_counts(model)
+    counts = _param_counts(model)
     bpp = weight_bytes_per_param(workload.weights_dtype, assumptions or MemoryAssumptions())
     c, e, k = workload.concurrency, model.n_routed_experts, model.num_experts_per_tok
     dense = counts.total_without_mtp - counts.routed_experts - counts.embeddings
