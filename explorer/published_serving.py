@@ -27,6 +27,7 @@ from typing import Any, Literal
 from explorer.memory.serving import MemoryAssumptions, ServingLayout
 from explorer.presets import load_gpu, load_model
 from explorer.serving import ServingAssumptions, estimate_serving
+from explorer.serving.assumptions import GraphSizes
 from explorer.serving.latency import EngineStep
 from explorer.specs import ClusterSpec, ServingWorkload
 
@@ -163,12 +164,9 @@ def estimate_run(run: dict[str, Any], a: ServingAssumptions | None = None) -> Ru
     return RunCheck(run["id"], run["engine"], run["phase"], _measured_per_gpu(run), estimate, why)
 
 
-ENGINE_GRAPHS = {
-    "TensorRT-LLM": (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192),
-}
-"""CUDA-graph batch sizes each engine's runs captured, where they differ from vLLM's. Source:
-TensorRT-LLM perf-overview.md, the ``cuda_graph_config`` of its llm_options.yml
-(``enable_padding: true``)."""
+ENGINE_GRAPHS: dict[str, GraphSizes] = {"TensorRT-LLM": "tensorrt-llm"}
+"""Which CUDA-graph batch sizes each engine's runs captured, where they differ from vLLM's
+(explorer.serving.assumptions.CUDA_GRAPH_SIZES; TensorRT-LLM: its perf-overview options)."""
 
 
 def engine_assumptions(engine: str) -> ServingAssumptions:
@@ -178,7 +176,7 @@ def engine_assumptions(engine: str) -> ServingAssumptions:
     if (memory := ENGINE_MEMORY.get(engine)) is not None:
         a = replace(a, memory=memory)
     if (sizes := ENGINE_GRAPHS.get(engine)) is not None:
-        a = replace(a, cuda_graph_batch_sizes=sizes)
+        a = replace(a, cuda_graph_sizes=sizes)
     return a
 
 

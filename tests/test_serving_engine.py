@@ -41,7 +41,7 @@ def test_gemms_and_attention_run_one_after_another_each_at_its_own_bound():
 
 
 def test_a_cuda_graph_pads_the_batch_to_its_captured_size():
-    trt = replace(A, cuda_graph_batch_sizes=ENGINE_GRAPHS["TensorRT-LLM"])
+    trt = replace(A, cuda_graph_sizes=ENGINE_GRAPHS["TensorRT-LLM"])
     assert graph_batch(trt, 129) == 256 and graph_batch(trt, 8192) == 8192
     assert graph_batch(A, 201) == 208 and graph_batch(A, 257) is None  # vLLM: 8 x 1..32
     assert graph_batch(replace(A, cuda_graphs=False), 8) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from explorer.comm.collectives import LinkEfficiency
 from explorer.memory.serving import MemoryAssumptions
@@ -16,6 +17,17 @@ LEAVES_OUT = (
     "sampling and detokenisation"
 )
 """What the serving model leaves out, shown with every result."""
+
+
+GraphSizes = Literal["vllm", "tensorrt-llm"]
+CUDA_GRAPH_SIZES: dict[str, tuple[int, ...]] = {
+    "vllm": (1, 2, 4, *range(8, 257, 8)),
+    "tensorrt-llm": (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192),
+}
+"""Decode batch sizes each engine captures as CUDA graphs. Sources: vLLM
+``_BATCH_SIZES_TO_CAPTURE`` = [1, 2, 4] + 8 x (1..32) (worker/model_runner.py); TensorRT-LLM
+docs/source/performance/perf-overview.md, the ``cuda_graph_config`` of its llm_options.yml
+(``enable_padding: true``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,13 +83,13 @@ class ServingAssumptions:
     cuda_graphs: bool = True
     """Whether decode-only steps replay captured CUDA graphs (vLLM, SGLang and TensorRT-LLM do
     by default): no kernel is launched from the host, and each attention group's batch is
-    padded up to the next captured size (``cuda_graph_batch_sizes``), whose extra rows the
+    padded up to the next captured size (``cuda_graph_sizes``), whose extra rows the
     GEMMs compute. A batch above the largest size, a step with prefill, or ``False``, runs
     eagerly: the step takes at least its host launches (``launch_s`` per kernel)."""
-    cuda_graph_batch_sizes: tuple[int, ...] = (1, 2, 4, *range(8, 257, 8))
-    """Decode batch sizes captured. Source: vLLM ``_BATCH_SIZES_TO_CAPTURE`` = [1, 2, 4] + 8 x
-    (1..32) (worker/model_runner.py); TensorRT-LLM's perf-overview.md options list 1, 2, 4,
-    ..., 256, 384, 512, 1024, 2048, 4096, 8192 (explorer.published_serving uses those)."""
+    cuda_graph_sizes: GraphSizes = "vllm"
+    """Which engine's captured decode batch sizes (``CUDA_GRAPH_SIZES``): vLLM's 1, 2, 4 and
+    8 to 256 in steps of 8, or TensorRT-LLM's perf-overview list up to 8192. Source: see
+    ``CUDA_GRAPH_SIZES``."""
     launch_s: float = 4e-6
     """Host seconds to launch one kernel in an eager step. An assumption: a few microseconds
     a launch (NVIDIA, "Getting Started with CUDA Graphs", 2019, measures launch overheads of
@@ -95,8 +107,11 @@ class ServingAssumptions:
     2025-05-05, "two-batch overlap"). Each micro-batch reads the weights itself."""
 
     def __post_init__(self) -> None:
-        if not self.cuda_graph_batch_sizes or min(self.cuda_graph_batch_sizes) < 1:
-            raise ValueError("cuda_graph_batch_sizes must be positive batch sizes")
+        if self.cuda_graph_sizes not in CUDA_GRAPH_SIZES:
+            raise ValueError(
+                f"cuda_graph_sizes must be one of {sorted(CUDA_GRAPH_SIZES)}, got "
+                f"{self.cuda_graph_sizes!r}"
+            )
         if not self.launch_s >= 0 or self.kernels_per_block < 0:
             raise ValueError("launch_s and kernels_per_block must be at least 0")
         for name in (
@@ -130,7 +145,7 @@ def graph_batch(a: ServingAssumptions, seqs: float) -> float | None:
     (graphs off, or more sequences than the largest size). Source: ``cuda_graphs``."""
     if not a.cuda_graphs or seqs <= 0:
         return None
-    fits = [size for size in a.cuda_graph_batch_sizes if size >= seqs - 1e-9]
+    fits = [size for size in CUDA_GRAPH_SIZES[a.cuda_graph_sizes] if size >= seqs - 1e-9]
     return float(min(fits)) if fits else None
 
 
