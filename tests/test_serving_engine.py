@@ -110,3 +110,22 @@ def test_tensorrt_llm_gives_the_kv_cache_09_of_the_memory_left_after_loading():
     assert m.headroom == pytest.approx(0.1 * (H200.gpu.memory_bytes - fixed + logits), rel=1e-12)
     assert engine_assumptions("TensorRT-LLM").memory.kv_free_memory_fraction == 0.9
     assert engine_assumptions("SGLang") == A
+
+
+def test_host_time_per_step_adds_to_every_step_and_draft_pass():
+    # 2 ms of host time a step: a plain step and a speculative one (k = 2, MTP) each grow by
+    # it once per pass; the planner's per-token step agrees with the scheduler's step
+    from explorer.serving.speculative import Speculation
+
+    slow = replace(A, step_overhead_s=2e-3)
+    lay = ServingLayout(tp=8)
+    w = ServingWorkload(prompt_len=1000, output_len=500, concurrency=32, weights_dtype="fp8")
+    model = load_model("deepseek-v3")
+    cluster = load_cluster("hgx-h200", 1)
+    base, plus = (EngineStep(model, cluster, lay, w, a).seconds(32, 0, 1250.0, 0.0)
+                  for a in (A, slow))  # fmt: skip
+    assert plus - base == pytest.approx(2e-3, rel=1e-9)
+    mtp = Speculation(kind="mtp", draft_tokens=2, acceptance=0.5)
+    base, plus = (EngineStep(model, cluster, lay, w, a, mtp).seconds(32, 0, 1250.0, 0.0)
+                  for a in (A, slow))  # fmt: skip
+    assert plus - base == pytest.approx(3 * 2e-3, rel=1e-9)

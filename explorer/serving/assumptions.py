@@ -10,11 +10,11 @@ from explorer.comm.collectives import LinkEfficiency
 from explorer.memory.serving import MemoryAssumptions
 
 LEAVES_OUT = (
-    "the engine's CPU scheduling time per step (the queueing of an engine under load is in "
-    "explorer.serving.scheduler), KV sharing of cached prefixes between sequences, overlap "
-    "of communication with compute other than two-batch overlap, attention kernels' "
-    "efficiency by KV length, load imbalance between attention data-parallel groups, CPU "
-    "sampling and detokenisation"
+    "the engine's host time per step unless step_overhead_s sets it (the queueing of an "
+    "engine under load is in explorer.serving.scheduler), KV sharing of cached prefixes "
+    "between sequences, overlap of communication with compute other than two-batch overlap, "
+    "attention kernels' efficiency by KV length, load imbalance between attention "
+    "data-parallel groups, CPU sampling and detokenisation"
 )
 """What the serving model leaves out, shown with every result."""
 
@@ -99,6 +99,12 @@ class ServingAssumptions:
     block's operations: 2 norms, QKV, rotary + KV write, attention, output projection, 2
     all-reduces, gate-up, activation, down, residual adds, and the router with the expert
     permute and combine in a MoE block (fused kernels launch fewer)."""
+    step_overhead_s: float = 0.0
+    """Host seconds per engine step the GPU waits for (scheduling, sampling, detokenising)
+    beyond what the engine overlaps with the previous step. An assumption: 0, as TensorRT-LLM's
+    overlap scheduler (on by default), SGLang's zero-overhead batch scheduler (v0.4 blog) and
+    vLLM V1's async scheduling run the next step's host work under the current one; without
+    them it is large (vLLM v0.6.0 blog: scheduling took 29% of Llama 3 8B's time on H100)."""
     two_batch_overlap: bool = False
     """Two-batch overlap for expert-parallel layouts: each step's tokens run as two
     micro-batches, one's attention and experts computing while the other's EP dispatch and
@@ -112,6 +118,8 @@ class ServingAssumptions:
                 f"cuda_graph_sizes must be one of {sorted(CUDA_GRAPH_SIZES)}, got "
                 f"{self.cuda_graph_sizes!r}"
             )
+        if not self.step_overhead_s >= 0 or not math.isfinite(self.step_overhead_s):
+            raise ValueError(f"step_overhead_s must be at least 0, got {self.step_overhead_s}")
         if not self.launch_s >= 0 or self.kernels_per_block < 0:
             raise ValueError("launch_s and kernels_per_block must be at least 0")
         for name in (

@@ -437,7 +437,7 @@ class EngineStep:
             ).total_s
             for s, c, h in zip(self._shapes, comm, halves, strict=True)
         )
-        return lay.pp * stage_s + (lay.pp - 1) * handoff
+        return lay.pp * stage_s + (lay.pp - 1) * handoff + self._case.a.step_overhead_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,6 +496,7 @@ def replica_latency(
     dec = _slowest(case, micro, context, prefill=False, per_seq=k + 1.0)
     step = pp * dec.total_s + (pp - 1) * _handoff_s(case, micro * (k + 1))
     step += spec.draft_seconds(micro * pp * ep, context)  # k draft passes for them
+    step += case.a.step_overhead_s  # the host's share (the drafts' is in draft_seconds)
     # each step mixes in the successors' prompt tokens, at most the budget left by decodes;
     # costed at the prefill chunk's seconds per token
     mixed = min(micro * computed * per_step / w.output_len, max(0.0, budget - micro * (k + 1)))
