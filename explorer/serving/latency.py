@@ -2,7 +2,9 @@
 
 Model (per replica of ``tp x pp x ep`` GPUs; memory conventions in explorer.memory.serving_layout):
 - Decode runs the replica's sequences as ``pp`` micro-batches (vLLM's pipeline engines). One
-  micro-batch on one stage is a roofline: max(compute, memory) plus exposed communication
+  micro-batch on one stage is a roofline per kernel class (GEMMs, routed experts, attention,
+  one after another: ``Roofline.kernels_s``), CUDA graphs padding a decode-only batch to its
+  captured size (``ServingAssumptions.cuda_graphs``), plus exposed communication
   (2 TP all-reduces per block, 2 EP all-to-alls per MoE block). Memory traffic is the weights
   once, routed experts only as touched (E (1 - (1 - k/E)^tokens) per MoE block) and every
   sequence's KV cache at its mean context, prompt + output / 2.

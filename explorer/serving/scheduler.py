@@ -10,7 +10,9 @@ decode needs a block and none is free the most recently admitted sequence is pre
 blocks freed, its prompt and generated tokens recomputed later: vLLM's recompute
 preemption). Static batching (TensorRT-LLM's and Orca's baseline) admits a batch only when the
 engine is empty, reserving each sequence's full length, and runs it to the end. A step's
-duration comes from the per-step roofline (explorer.serving.latency.EngineStep).
+duration comes from the per-step roofline (explorer.serving.latency.EngineStep); with
+speculative decoding each decode reserves its k drafted slots and gets the expected accepted
+tokens a step (whole tokens, the fraction carried over).
 
 Out come TTFT, TPOT and end-to-end latency at p50/p90/p99, the throughput at that load and
 the time-averaged number of requests in the system (for Little's law).
