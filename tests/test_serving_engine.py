@@ -129,3 +129,19 @@ def test_host_time_per_step_adds_to_every_step_and_draft_pass():
     base, plus = (EngineStep(model, cluster, lay, w, a, mtp).seconds(32, 0, 1250.0, 0.0)
                   for a in (A, slow))  # fmt: skip
     assert plus - base == pytest.approx(3 * 2e-3, rel=1e-9)
+
+
+def test_attention_runs_at_the_kv_formats_peak_not_the_weights():
+    # FP8 weights with a BF16 KV cache: attention at BF16's 989.4 TFLOP/s; FP8 KV: 1978.9
+    from explorer.serving.latency import _compute_parts, _stage_flops
+
+    model = load_model("deepseek-v3")
+    f = _stage_flops(model, tuple(range(61)), True)
+    times = {}
+    for kv in ("bf16", "fp8"):
+        w = ServingWorkload(prompt_len=4096, output_len=2, concurrency=1, weights_dtype="fp8",
+                            kv_dtype=kv)  # fmt: skip
+        case = _Case(model, H200, ServingLayout(), w, A)
+        times[kv] = _compute_parts(case, f, 4096.0, 2048.0, True, 4096.0)
+    assert times["bf16"].attention / times["fp8"].attention == pytest.approx(1978.9 / 989.4)
+    assert times["bf16"].gemms == times["fp8"].gemms  # the GEMMs follow the weights

@@ -223,7 +223,18 @@ def _compute_parts(
     experts = rows * f.experts / lay.tp * imbalance / gemm_efficiency(a, routed, prefill)
     heads = 1.0 if prefill else rows  # the LM head runs on the last token of each sequence
     gemms += heads * f.logits / lay.tp / gemm_efficiency(a, heads, prefill)
-    return _Kernels(gemms / peak, attention / peak, experts / peak)
+    return _Kernels(gemms / peak, attention / attention_peak_flops_per_s(case), experts / peak)
+
+
+def attention_peak_flops_per_s(case: _Case) -> float:
+    """Dense peak FLOP/s of the attention core: its inputs are the activations and the KV
+    cache, not the weights, so it runs FP8 only with an FP8 KV cache on a GPU with FP8 tensor
+    cores (FlashAttention-3, Shah et al. 2024, arXiv:2407.08608, sec. 3.3: FP8 attention;
+    TensorRT-LLM's FP8 context FMHA), else BF16, whatever the weights' format."""
+    gpu = case.cluster.gpu
+    if case.workload.kv_dtype == "fp8" and gpu.fp8_flops_per_s:
+        return gpu.fp8_flops_per_s
+    return gpu.bf16_flops_per_s
 
 
 def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
