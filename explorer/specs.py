@@ -352,6 +352,9 @@ class AttentionCurve:
     """Backward, no mask, one per length."""
     head_dim: int = 128
     source: str = ""
+    head_dims: tuple[AttentionCurve, ...] = ()
+    """The same kernel's tables at other head dimensions (explorer.compute.attention
+    interpolates between them by head dimension)."""
 
     def __post_init__(self) -> None:
         n = len(self.seq_lens)
@@ -375,11 +378,13 @@ class KernelFigures:
     tile_n: int = 256
     """Output tile columns."""
     k_overhead: float = 128.0
-    """Time an output tile spends outside its main loop (prologue, epilogue), in k elements
-    (BF16 / TF32). An assumption: two 64-deep k-blocks (pipeline fill and write-back); the
+    """Time each wave of output tiles spends outside its main loop (prologue, epilogue), in k
+    elements of a tile_m x tile_n tile's main loop (BF16 / TF32); it adds to memory-bound
+    GEMMs too. An assumption: two 64-deep k-blocks (pipeline fill and write-back); the
     measured large-GEMM shares reach 78-87% at k = 2,048-13,312 (ml-engineering MAMF table)."""
     fp8_k_overhead: float = 600.0
-    """The same for FP8 GEMMs, which also promote partial sums to FP32 once per k-block.
+    """The same for FP8 GEMMs, which on Hopper also promote partial sums to FP32 once per
+    k-block (Blackwell presets set the BF16 figure: no promotion).
     Source: DeepGEMM README H800 dense table at M = 4096: K = 512 / 1,536 / 2,048 / 7,168 run at
     0.43 / 0.73 / 0.75 / 0.96 of K = 16,384's rate, i.e. k / (k + 570-670)."""
     gemms: tuple[GemmPoint, ...] = ()

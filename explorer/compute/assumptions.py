@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
+from explorer.compute.framework import FRAMEWORKS, ComputeFramework
 from explorer.specs import Fp8Recipe
+
+AttentionKernel = Literal["fa3-h100", "fa2-h100", "fa2-a100"]
+"""Attention tables of presets/kernels/attention.toml a stack can call by name."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +56,27 @@ class ComputeAssumptions:
     Megatron-Core, torchtitan with torch.compile and DeepSpeed run ahead of the GPU for
     large micro-batches, so 0 by default; set 2e-6 to 5e-6 for eager small kernels (CUDA
     launch latency: NVIDIA CUDA C++ Best Practices Guide, "Asynchronous execution")."""
+    framework: ComputeFramework = "megatron"
+    """Training stack whose kernels run around the GEMMs (explorer.compute.framework): the
+    memory-bound ledger of norms, RoPE, activations and residuals (Megatron-Core's fused TE
+    kernels; torchtitan's eager ops; torch.compile's fused blocks), the fp32 loss, FSDP2's
+    copies around its collectives, the optimizer's form and the CPU issue cost per kernel.
+    megatron keeps the estimate's Megatron-Core figures."""
+    fused_norm: bool = False
+    """Under an eager profile the norms run as one kernel each (torchtitan's norm_type
+    "fused_rmsnorm", a Triton kernel, torchtitan/models/norms.py) instead of the eager ops."""
+    cuda_graphs: bool = False
+    """The step runs as captured CUDA graphs: no kernel gaps and no CPU issue time (Megatron
+    cuda_graph_impl "local" full_iteration; TE's per-layer graphs are partial and not this)."""
+    kernel_issue_s: float | None = None
+    """CPU seconds to issue one kernel (a pass lasts at least its kernels' issue time); None
+    means the framework profile's figure (0 for megatron, 5 us for eager PyTorch stacks: a
+    named assumption, explorer.compute.framework.EAGER_KERNEL_ISSUE_S)."""
+    attention_kernel: AttentionKernel | None = None
+    """An attention table of presets/kernels/attention.toml by id (fa3-h100, fa2-h100,
+    fa2-a100) in place of the GPU preset's: the kernel the stack calls. PyTorch's SDPA
+    (torchtitan) runs FlashAttention-2 on H100 before torch 2.9 (pytorch/pytorch#142132,
+    #162073): fa2-h100. None: the GPU's."""
     fp8_attention: bool = False
     """Under an fp8 policy the attention core also runs in FP8. False: FP8 for the linear
     layers only, attention in BF16 (Transformer Engine's default; DeepSeek-V3 report,
@@ -70,6 +96,20 @@ class ComputeAssumptions:
         attention = self.attention_efficiency
         if attention is not None and not 0 < attention <= 1:
             raise ValueError(f"attention_efficiency must be in (0, 1], got {attention!r}")
+        if self.framework not in FRAMEWORKS:
+            raise ValueError(
+                f"framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}"
+            )
+        if self.kernel_issue_s is not None and not self.kernel_issue_s >= 0:
+            raise ValueError(f"kernel_issue_s must be zero or more, got {self.kernel_issue_s!r}")
+        if self.attention_kernel is not None:
+            from explorer.presets import attention_curves
+
+            if self.attention_kernel not in attention_curves():
+                raise ValueError(
+                    f"attention_kernel must be one of {', '.join(attention_curves())}, "
+                    f"got {self.attention_kernel!r}"
+                )
         if self.kernel_gap_s < 0:
             raise ValueError(f"kernel_gap_s must be zero or more, got {self.kernel_gap_s!r}")
 

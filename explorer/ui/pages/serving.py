@@ -190,12 +190,27 @@ def render(scenario: Scenario) -> None:
     plan = cached.serving_plan(case.model, case.cluster, case.workload, scenario.assumptions)
     fitting = [e for e in plan.layouts if e.fits]
     cols = st.columns(4)
-    cols[0].metric("Layouts that fit", f"{len(fitting)} of {len(plan.layouts)}")
+    cols[0].metric(
+        "Layouts that fit",
+        f"{len(fitting)} of {len(plan.layouts)}",
+        help="Serving layouts (TP, PP, EP, replicas) whose weights, KV cache and "
+        "buffers fit one GPU's memory at the requested concurrency.",
+    )
     if fitting:
         best = fitting[0]
         cols[1].metric("Most tokens/s", f"{fitted(best.tokens_per_s):,.0f}", help=best.layout.label)
-        cols[2].metric("Its ITL", seconds(fitted(best.itl_s)))
-        cols[3].metric("Its TTFT", seconds(fitted(best.ttft_s)))
+        cols[2].metric(
+            "Its ITL",
+            seconds(fitted(best.itl_s)),
+            help="Inter-token latency: time between two output tokens of one "
+            "request while decoding.",
+        )
+        cols[3].metric(
+            "Its TTFT",
+            seconds(fitted(best.ttft_s)),
+            help="Time to first token: the prompt's prefill (and queueing) before "
+            "the first output token.",
+        )
     expected_error("serving")
     for answer in cached.serving_answers(plan):
         st.markdown(f"- {answer}")
