@@ -20,7 +20,7 @@ def test_memory_figure_stacks_the_six_categories_under_the_capacity_line():
         "Weights", "KV cache", "Activations", "Communication buffers",
         "CUDA context & workspaces", "Allocator headroom",
     ]  # fmt: skip
-    assert fig.layout.shapes[0].y0 == pytest.approx(80e9 / 2**30)
+    assert fig.layout.shapes[0].y0 == pytest.approx(81559 / 1024)  # 81559 MiB in GiB
     assert "GiB" in fig.layout.yaxis.title.text
 
 

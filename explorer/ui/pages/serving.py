@@ -137,8 +137,8 @@ def _under_load(case: ServingCase, scenario: Scenario, best: ServingEstimate) ->
     )
 
 
+# Model presets offered as separate draft models (the model's MTP module comes first).
 DRAFT_MODELS = ("llama-3.1-8b", "qwen3-32b", "mistral-7b", "gpt2")
-"""Model presets offered as separate draft models (the model's MTP module comes first)."""
 
 
 def _speculative(case: ServingCase, scenario: Scenario, best: ServingEstimate) -> None:
