@@ -256,3 +256,87 @@ def test_fsdp1_has_no_per_parameter_copies_and_learned_positions_no_rope() -> No
     plain = block_ledger(gpt2, layout, False, "eager", False)
     roped = block_ledger(with_rope, layout, False, "eager", False)
     assert roped.forward - plain.forward == 10 * 768 + 10 * 768  # eager RoPE: 10 per channel
+
+
+# --- FSDP1's flat gradient and the compute lost beside overlapped collectives ---------------
+
+
+def test_fsdp1_flat_gradient_moves_10_bytes_per_parameter_in_backward_with_fp32_reduce() -> None:
+    # the backward of the flat parameter's split views is a cat of the bf16 gradients (read 2,
+    # write 2); the post-backward hook casts the flat gradient to the fp32 reduce dtype (read
+    # 2, write 4): 10 bytes per unsharded parameter and micro-batch, none in forward
+    work = _work(first=False, last=False)
+    zero3 = Layout(dp=8, zero=3, micro_batch_size=2)
+    zero1 = replace(zero3, zero=1)
+    three = pass_times(work, _ctx("pytorch-fsdp1", zero3))
+    one = pass_times(work, _ctx("pytorch-fsdp1", zero1))
+    params = work.dense_params
+    assert three.forward_s == pytest.approx(one.forward_s, rel=REL)
+    gap = three.backward_input_s - one.backward_input_s
+    assert gap == pytest.approx((2 + 2 + 2 + 4) * params / BANDWIDTH, rel=1e-6)
+
+
+def test_fsdp1_with_bf16_reduce_only_gathers_the_flat_gradient() -> None:
+    # Composer's mixed_precision PURE reduces in bf16: no cast, the cat's 4 bytes remain
+    work = _work(first=False, last=False)
+    bf16 = TrainingWorkload(seq_len=8192, global_batch_size=16, grad_dtype="bf16")
+
+    def backward(zero: int) -> float:
+        layout = Layout(dp=8, zero=zero, micro_batch_size=2)
+        a = ComputeAssumptions(framework="pytorch-fsdp1")
+        ctx = ComputeContext(model=LLAMA, gpu=H100, layout=layout, workload=bf16, assumptions=a)
+        return pass_times(work, ctx).backward_input_s
+
+    gap = backward(3) - backward(1)
+    assert gap == pytest.approx(4 * work.dense_params / BANDWIDTH, rel=1e-6)
+
+
+def _dp_calls(slowdown: float, zero: int = 3):
+    from explorer.comm import CommAssumptions, StageContext, place_groups, stage_collectives
+    from explorer.compute import PassTimes
+    from explorer.precision import precision_policy
+    from explorer.specs import ClusterSpec
+
+    cluster = ClusterSpec(gpu=H100, gpus_per_node=8, num_nodes=1, scale_out_bytes_per_s=50e9)
+    layout = Layout(dp=8, zero=zero)
+    ctx = StageContext(
+        model=LLAMA,
+        layout=layout,
+        policy=precision_policy("bf16-mixed"),
+        seq_len=8192,
+        groups=place_groups(cluster, layout),
+        assumptions=CommAssumptions(dp_overlap_slowdown=slowdown),
+    )
+    passes = PassTimes(
+        forward_s=1.0, backward_input_s=1.0, weight_s=1.0, recompute_s=0.0,
+        attention_forward_s=0.2, dense_efficiency=0.7,
+    )  # fmt: skip
+    work = _work(first=False, last=False)
+    return [c for c in stage_collectives(work, passes, ctx) if c.axis == "dp"], passes
+
+
+def test_a_hidden_fsdp_collective_costs_0_159_s_of_compute_per_second_it_hides() -> None:
+    # compute 18.9% slower beside a collective (arXiv:2507.03114): a second of communication
+    # covers 1 / 1.189 s of standalone compute, so it costs 1 - 1 / 1.189 = 0.15896 s
+    free, passes = _dp_calls(0.0)
+    slowed, _ = _dp_calls(0.189)
+    lost = 0.189 / 1.189
+    assert lost == pytest.approx(0.158957, abs=1e-6)
+    assert len(free) == len(slowed) == 3  # gather forward, gather backward, scatter backward
+    for a, b in zip(free, slowed, strict=True):
+        assert a.time_s == b.time_s and a.hidden_s > 0  # the 1 s passes hide them
+        assert b.exposed_s - a.exposed_s == pytest.approx(lost * a.hidden_s, rel=1e-9)
+        assert b.exposed_for(passes) == pytest.approx(b.exposed_s, rel=1e-12)
+
+
+def test_an_exposed_collective_costs_no_contention_and_the_slowdown_is_bounded() -> None:
+    # with nothing to hide behind (dp_overlap 0 as the Narayanan calibration runs it) the
+    # slowdown changes nothing; a slowdown outside [0, 1] is refused in one sentence
+    from explorer.comm import CommAssumptions
+
+    calls, passes = _dp_calls(0.189)
+    none = [c.exposed_for(replace(passes, forward_s=0.0, backward_input_s=0.0, weight_s=0.0,
+                                  attention_forward_s=0.0)) for c in calls]  # fmt: skip
+    assert none == pytest.approx([c.time_s for c in calls], rel=1e-12)
+    with pytest.raises(ValueError, match="dp_overlap_slowdown"):
+        CommAssumptions(dp_overlap_slowdown=1.5)
