@@ -340,3 +340,27 @@ def test_an_exposed_collective_costs_no_contention_and_the_slowdown_is_bounded()
     assert none == pytest.approx([c.time_s for c in calls], rel=1e-12)
     with pytest.raises(ValueError, match="dp_overlap_slowdown"):
         CommAssumptions(dp_overlap_slowdown=1.5)
+
+
+def test_eager_bias_gradients_read_9h_per_token_of_an_mpt_block() -> None:
+    # MPT (no_bias False): Wqkv's bias grad sums a 3h-wide output gradient, out_proj's h, the
+    # FFN up projection's 4h and down projection's h: 9h read in backward, four reductions
+    from explorer.compute.elementwise import block_ledger, eager_bias_grads
+    from explorer.presets import load_model
+
+    mpt = replace(
+        load_model("gpt2"), hidden_size=4096, num_attention_heads=32, intermediate_size=16384
+    )
+    grads = eager_bias_grads(mpt, Layout())
+    assert (grads.forward, grads.backward) == (0.0, 9 * 4096)
+    assert (grads.forward_launches, grads.backward_launches) == (0, 4)
+    plain = replace(mpt, attention_bias=False, attention_out_bias=False, mlp_bias=False)
+    gap = block_ledger(mpt, Layout(), False, "eager", False).backward
+    gap -= block_ledger(plain, Layout(), False, "eager", False).backward
+    assert gap == 9 * 4096
+    fused = block_ledger(mpt, Layout(), False, "fused", False)  # fused into TE's wgrad GEMM
+    assert fused == block_ledger(plain, Layout(), False, "fused", False)
+    # TP 8: the column-parallel q, k, v and up biases split, the row-parallel ones do not
+    assert eager_bias_grads(mpt, Layout(tp=8, sequence_parallel=False)).backward == (
+        (3 * 4096 + 16384) / 8 + 2 * 4096
+    )

@@ -177,6 +177,30 @@ def eager_activation(model: ModelSpec, width: float) -> Ledger:
     return Ledger(2 * width, 3 * width, 1, 1)
 
 
+def eager_bias_grads(model: ModelSpec, layout: Layout) -> Ledger:
+    """The bias gradients of a block's biased linears under eager autograd: F.linear's bias
+    enters addmm broadcast (fused into the GEMM in forward, nothing charged), and its
+    backward sums the output gradient over the tokens, one reduction kernel per linear that
+    reads the output width per token (the per-channel write is negligible). Widths per GPU:
+    the q, k and v projections (column-parallel) and the FFN up projection(s) over tp, the
+    attention output and FFN down projections (row-parallel, bias added after the reduction)
+    on the whole hidden state (h / tp under sequence parallelism). Source:
+    tools/autograd/derivatives.yaml (addmm: the self gradient, summed to the bias's shape
+    by ExpandBackward's sum_to); Megatron-Core with Transformer Engine fuses it into the
+    weight-gradient GEMM (cuBLASLt's BGRADB epilogue) and the fused ledger charges none."""
+    width = model.hidden_size / (layout.tp if layout.sp else 1)
+    q, k = _attention_widths(model, layout.tp)
+    up = model.intermediate_size / layout.tp * (2 if model.ffn_kind == "swiglu" else 1)
+    parts = (
+        (model.attention_bias, q + 2 * k),
+        (model.attention_out_bias, width),
+        (model.mlp_bias, up + width),
+    )
+    read = sum(w for on, w in parts if on)
+    kernels = sum((1 if on else 0) for on, _ in parts) + model.mlp_bias
+    return Ledger(0.0, read, 0, kernels)
+
+
 def fused_activation(model: ModelSpec, width: float) -> Ledger:
     """One activation kernel: SwiGLU reads 2 f, writes f; GELU reads and writes f; backward
     twice."""
@@ -240,6 +264,8 @@ def block_ledger(
             found = found + eager_rope(q) + eager_rope(k)
         if model.qk_norm:
             found = found + norm(q) + norm(k)
+        if not model.is_moe:  # MoE blocks' biased experts are not counted (none here)
+            found = found + eager_bias_grads(model, layout)
     else:
         found = one_norm(width) * 2 + residual(width) * 2 + fused_activation(model, f)
         if not model.learned_position_embeddings:
