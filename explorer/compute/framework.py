@@ -113,7 +113,7 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
     ),
     "pytorch-fsdp1": FrameworkProfile(
         ledger="eager",
-        fp32_loss=True,
+        fp32_loss=False,
         fsdp2_copies=False,
         optimizer="foreach",
         kernel_issue_s=EAGER_KERNEL_ISSUE_S,
@@ -122,8 +122,10 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
         "flat buffer the parameters view, so no copy-out; the views' backward writes the "
         "gradients into the flat gradient, which is cast to the reduce dtype before the "
         "reduce-scatter (torch/distributed/fsdp/_flat_param.py, _runtime_utils.py; "
-        "fsdp1_grad_bytes_per_param); cross-entropy autocasts the logits to fp32 "
-        "(autocast's fp32 op list); torch.optim AdamW (foreach)",
+        "fsdp1_grad_bytes_per_param); LLM Foundry's MPT loss is flash-attn's fused "
+        "CUDA cross-entropy (llmfoundry/models/mpt/modeling_mpt.py loss_fn default "
+        "fused_crossentropy, flash_attn.losses.cross_entropy, 2023), not an fp32 cast; "
+        "torch.optim AdamW (foreach)",
         fsdp1_flat_grads=True,
     ),
 }
