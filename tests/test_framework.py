@@ -403,3 +403,25 @@ def test_llm_foundry_runs_call_flashattention_v1_and_a_fused_cross_entropy() -> 
         return pass_times(work, ctx).attention_forward_s
 
     assert attention_s(s.assumptions.compute) == pytest.approx(2 * attention_s(v2), rel=1e-3)
+
+
+def test_triton_flashattention_glue_moves_13h_per_token_in_backward_of_an_mpt_block() -> None:
+    # zero the fp32 dq accumulator (4 bytes = 2 elements per q channel), copy it into dq (read
+    # 2, write 1), read o and do (2), cat dq, dk, dv into the Wqkv gradient (read 3h, write
+    # 3h): 2 + 3 + 2 + 6 = 13 elements per channel of h, four kernels, nothing in forward
+    from explorer.compute.elementwise import block_ledger, triton_flash_attention_glue
+    from explorer.presets import load_model
+
+    mpt = replace(
+        load_model("gpt2"), hidden_size=4096, num_attention_heads=32, intermediate_size=16384
+    )
+    glue = triton_flash_attention_glue(mpt, Layout())
+    assert (glue.forward, glue.backward, glue.backward_launches) == (0.0, 13 * 4096, 4)
+    with_glue = block_ledger(mpt, Layout(), False, "eager", False, triton_attention=True)
+    without = block_ledger(mpt, Layout(), False, "eager", False)
+    assert with_glue.backward - without.backward == 13 * 4096
+    assert FRAMEWORKS["pytorch-fsdp1"].triton_attention
+    assert not FRAMEWORKS["torchtitan"].triton_attention  # SDPA with separate q, k, v
+    work = _work(first=False, last=False, model=mpt)
+    fused = stage_traffic(work, mpt, Layout(), 2048, True, False, "fused", triton_attention=True)
+    assert fused == stage_traffic(work, mpt, Layout(), 2048, True, False, "fused")

@@ -201,6 +201,20 @@ def eager_bias_grads(model: ModelSpec, layout: Layout) -> Ledger:
     return Ledger(0.0, read, 0, kernels)
 
 
+def triton_flash_attention_glue(model: ModelSpec, layout: Layout) -> Ledger:
+    """What the Triton FlashAttention of 2022 (llm-foundry's attn_impl triton) and the fused
+    QKV projection around it move besides the kernel, per token per GPU, all in backward:
+    the fp32 dq accumulator is zeroed (init_to_zero pre-hook: write 2 elements per q channel)
+    and copied into dq (dq.copy_(dq_accum): read 2, write 1), _bwd_preprocess_do_o_dot reads
+    o and do (2), and the backward of qkv.chunk(3) concatenates dq, dk and dv into the fused
+    projection's gradient (read and write q + 2 k); four kernels. The forward's rearranges are
+    views (the kernel takes the chunks' strides). Source: llmfoundry/models/layers/
+    flash_attn_triton.py _flash_attn_backward and attention.py triton_flash_attn_fn
+    (llm-foundry ef350d9e6, 2023-07); the chunk's backward is a cat (derivatives.yaml)."""
+    q, k = _attention_widths(model, layout.tp)
+    return Ledger(0.0, 2 * q + 3 * q + 2 * q + 2 * (q + 2 * k), 0, 4)
+
+
 def fused_activation(model: ModelSpec, width: float) -> Ledger:
     """One activation kernel: SwiGLU reads 2 f, writes f; GELU reads and writes f; backward
     twice."""
@@ -231,9 +245,11 @@ def block_ledger(
     ledger: MemoryBoundLedger,
     dropout: bool,
     fused_norm: bool = False,
+    triton_attention: bool = False,
 ) -> Ledger:
     """One block's norms, residuals, RoPE, GQA repeat and activation under ``ledger``
-    (the attention core's softmax apart, as ``attention_elements_per_layer``).
+    (the attention core's softmax apart, as ``attention_elements_per_layer``), and with
+    ``triton_attention`` the Triton FlashAttention's glue (triton_flash_attention_glue).
 
     ``fused``: the ledger of ``hidden_elements_per_layer`` and ``mlp_elements_per_layer``
     (RoPE left out, as Transformer Engine fuses it into its attention path); ``eager``: the
@@ -274,6 +290,8 @@ def block_ledger(
             found = found + one_norm(q) + one_norm(k)
     if gqa:
         found = found + repeat_kv(k, q) * 2
+    if triton_attention:
+        found = found + triton_flash_attention_glue(model, layout)
     return found + extra
 
 
@@ -286,6 +304,7 @@ def stage_traffic(
     dropout: bool,
     ledger: MemoryBoundLedger = "fused",
     fused_norm: bool = False,
+    triton_attention: bool = False,
 ) -> Traffic:
     """Forward and backward memory-bound elements per token per GPU of a stage's blocks, and
     their kernels per micro-batch.
@@ -293,8 +312,11 @@ def stage_traffic(
     Source: the ledgers of this module's functions; the attention core's softmax moves the
     same under every ledger (backward twice).
     """
-    dense = block_ledger(model, layout, False, ledger, dropout, fused_norm)
-    moe = block_ledger(model, layout, True, ledger, dropout, fused_norm) if model.is_moe else dense
+    glue = triton_attention and ledger != "fused"
+    dense = block_ledger(model, layout, False, ledger, dropout, fused_norm, glue)
+    moe = dense
+    if model.is_moe:
+        moe = block_ledger(model, layout, True, ledger, dropout, fused_norm, glue)
     blocks = dense * (work.num_layers - work.num_moe_layers) + moe * work.num_moe_layers
     attention = attention_elements_per_layer(model, layout, seq_len, flash, dropout)
     attention *= work.num_layers

@@ -52,6 +52,10 @@ class FrameworkProfile:
     kernel_issue_s: float
     """CPU seconds to issue one kernel; a pass cannot finish before its kernels are issued."""
     source: str
+    triton_attention: bool = False
+    """The attention core is the Triton FlashAttention of 2022 behind a fused QKV projection
+    (llm-foundry's attn_impl triton), whose backward moves more than the kernel
+    (explorer.compute.elementwise.triton_flash_attention_glue)."""
     fsdp1_flat_grads: bool = False
     """Under ZeRO-3, FSDP1's flat parameter: the backward of its views gathers the
     parameters' gradients into the flat gradient, and the post-backward hook casts it to the
@@ -125,8 +129,10 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
         "fsdp1_grad_bytes_per_param); LLM Foundry's MPT loss is flash-attn's fused "
         "CUDA cross-entropy (llmfoundry/models/mpt/modeling_mpt.py loss_fn default "
         "fused_crossentropy, flash_attn.losses.cross_entropy, 2023), not an fp32 cast; "
+        "attention: attn_impl triton, the submit_benchmarks.py default (2023); "
         "torch.optim AdamW (foreach)",
         fsdp1_flat_grads=True,
+        triton_attention=True,
     ),
 }
 """The profiles by name; ``megatron`` is the default and keeps the estimate's Megatron-Core

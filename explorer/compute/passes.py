@@ -262,7 +262,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     profile = framework_profile(a.framework)
     traffic = stage_traffic(
         work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout, profile.ledger,
-        a.fused_norm,
+        a.fused_norm, profile.triton_attention,
     )  # fmt: skip
     tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
