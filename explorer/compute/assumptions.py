@@ -82,7 +82,34 @@ class ComputeAssumptions:
     layers only, attention in BF16 (Transformer Engine's default; DeepSeek-V3 report,
     arXiv:2412.19437, sec. 3.3: FP8 for the Fprop/Dgrad/Wgrad GEMMs of linear layers)."""
 
+    grouped_gemm_call_s: float = 33e-6
+    """Shortest time of one local expert's GEMM call where a grouped GEMM runs as one cuBLAS
+    call per local expert (Transformer Engine ``GroupedLinear``, Megatron-Core
+    --moe-grouped-gemm: "launch multiple local GEMM kernels in multiple streams"), s: a
+    grouped GEMM over E local experts lasts at least E x this in each pass, whatever its
+    FLOPs. 0 for a single-launch grouped kernel (DeepGEMM, CUTLASS, torch._grouped_mm).
+    Source: NVIDIA/TransformerEngine PR #3134, SM100 benchmark_grouped_linear (GEMM-only
+    row): 8 experts x 128 tokens, N = K = 2048, multi-stream cuBLAS 0.267 ms, i.e. 33 us per
+    expert, against 0.069 ms for one CUTLASS launch; the per-expert loop and its 4 streams:
+    TE common/gemm/cublaslt_gemm.cu (multi_stream_cublas_gemm)."""
+
+    ep_chunk_sort: bool = True
+    """The MoE dispatcher sorts the received tokens by local expert and back (Megatron-Core's
+    all-to-all dispatcher with more than one local expert: explorer.compute.moe); False for
+    a dispatcher that hands them over grouped by expert (DeepEP, HybridEP)."""
+
+    a2a_overlap: bool = False
+    """EP all-to-alls run beside the compute outside DualPipe too, holding
+    ``comm_sm_share`` of the SMs while they do (Megatron-Core
+    --overlap-moe-expert-parallel-comm, "Batch-Level EP-A2A hiding" in its MoE README; with
+    the flex dispatcher DeepEP's kernels take ``moe_deepep_num_sms`` = 20 SMs, HybridEP's 16:
+    Megatron-Core transformer_config.py)."""
+
     def __post_init__(self) -> None:
+        if self.grouped_gemm_call_s < 0:
+            raise ValueError(
+                f"grouped_gemm_call_s must be zero or more, got {self.grouped_gemm_call_s!r}"
+            )
         if not self.gemm_efficiency_scale > 0:
             raise ValueError(
                 f"gemm_efficiency_scale must be positive, got {self.gemm_efficiency_scale!r}"

@@ -31,6 +31,7 @@ from explorer.compute.framework import (
 )
 from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
+from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
 from explorer.precision import precision_policy
@@ -119,7 +120,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
         layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
-        a.gemm_efficiency_scale, a.max_efficiency,
+        a.gemm_efficiency_scale, a.max_efficiency, a.grouped_gemm_call_s,
     )  # fmt: skip
 
 
@@ -137,12 +138,13 @@ def _kinds_of(
     bandwidth: float,
     scale: float,
     cap: float,
+    call_s: float = 0.0,
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe))
-        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap)
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
@@ -258,7 +260,8 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
     attention_f, attention_b = _attention_s(work, ctx)
     head = _head_s(work, ctx, bandwidth, k)
-    sms = 1 / (1 - a.comm_sm_share) if all_to_alls_overlap(layout) else 1.0  # SMs held
+    overlapped = all_to_alls_overlap(layout) or (a.a2a_overlap and layout.ep > 1)
+    sms = 1 / (1 - a.comm_sm_share) if overlapped else 1.0  # SMs the all-to-alls hold
     profile = framework_profile(a.framework)
     traffic = stage_traffic(
         work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout, profile.ledger,
@@ -268,6 +271,9 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
     memory, attention_memory = traffic.blocks * per_element, traffic.attention * per_element
     extra_f, extra_b = _framework_s(work, ctx, bandwidth, per_element)
+    sort = 0.0  # the dispatcher's sort by local expert and back, each pass (compute.moe)
+    if a.ep_chunk_sort and moe:
+        sort = moe * ctx.moe_imbalance * chunk_sort_elements(ctx.model, layout) * per_element
     recipe = a.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
     cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
     cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
@@ -275,15 +281,15 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     gap = 0.0 if a.cuda_graphs else a.kernel_gap_s  # a graph replays without gaps
     gap_f, gap_b = gap * launches / 3, gap * launches / 3
     linear_f = sms * g.forward_s
-    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f + extra_f
+    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f + extra_f + sort
     r = recompute_shares(ctx.model, layout, work.num_layers, moe, seq)
     lin = sms * (dense * k.dense.forward_s + moe * k.moe.forward_s)  # dense GEMMs, routers
     exp = sms * moe * ctx.moe_imbalance * k.experts.forward_s  # routed experts
-    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * exp  # casts go with the GEMMs
+    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort)  # casts: GEMMs
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)
     backward = sms * (g.dgrad_s + head + attention_b) + traffic.backward * per_element
-    backward += cast_b + gap_b + extra_b
+    backward += cast_b + gap_b + extra_b + sort
     weight = sms * (g.wgrad_s + head) + gap_b
     issue = _issue_s(work, ctx, g.launches / 3, traffic.forward_launches)
     forward = blocks + sms * head

@@ -16,8 +16,9 @@ from typing import Any, Final
 
 from explorer.compute.assumptions import AttentionKernel
 from explorer.compute.framework import ComputeFramework
+from explorer.compute.gemm import kernel_figures
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
-from explorer.presets import load_cluster, load_model
+from explorer.presets import load_cluster, load_gpu, load_model
 from explorer.published_runs.table import PER_TENSOR_FP8, ZERO_OF_SHARDING, PublishedRun
 from explorer.specs import (
     RECOMPUTE_MODULES,
@@ -131,7 +132,6 @@ def _unmodelled(run: PublishedRun) -> tuple[str, ...]:
         (partial_graphs, f"CUDA graphs ({run.cuda_graphs})"),
         (run.torch_compile and run.framework != "torchtitan", "torch.compile"),
         (run.async_tp, "async TP"),
-        (run.moe_a2a_overlap, "MoE all-to-all overlap"),
     )
     return tuple(words for on, words in flags if on)
 
@@ -175,6 +175,21 @@ def _te_fp8(run: PublishedRun) -> dict[str, Any]:
     return {"fp8_linear_input_bytes": width, "fp8_weight_copy_bytes": copies}
 
 
+DEEPEP_SMS: Final = 20
+"""SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
+Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2 (20 of the H800's 132 SMs)."""
+
+MEGATRON_DISPATCHER_SMS: Final = {"deepep": 20, "hybridep": 16}
+"""SMs Megatron-Core's flex dispatcher kernels use (moe_deepep_num_sms, moe_hybridep_num_sms
+defaults). Source: Megatron-Core megatron/core/transformer/transformer_config.py; NCCL's
+all-to-all (the alltoall dispatcher) has no published count, so none is held for it."""
+
+MEGATRON_CORE_FRAMEWORKS: Final = ("Megatron-Bridge", "NeMo", "Megatron-LM")
+"""Frameworks whose MoE experts run Transformer Engine's GroupedLinear (one cuBLAS call per
+local expert, ``ComputeAssumptions.grouped_gemm_call_s``); the others run a single-launch
+grouped kernel (DeepSeek's DeepGEMM, torch._grouped_mm)."""
+
+
 def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -194,6 +209,18 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
         cuda_graphs=FULL_CUDA_GRAPHS in run.cuda_graphs,
         fused_norm=run.norm_type == "fused_rmsnorm",
     )
+    if run.moe_a2a_overlap:  # --overlap-moe-expert-parallel-comm: DualPipe's batch-level overlap
+        comm = replace(comm, ep_overlap=comm.dualpipe_ep_overlap)
+    if run.framework not in MEGATRON_CORE_FRAMEWORKS:
+        compute = replace(compute, grouped_gemm_call_s=0.0, ep_chunk_sort=False)
+    if run.ep_dispatcher != "alltoall":  # the flex dispatcher: tokens arrive grouped by expert
+        compute = replace(compute, ep_chunk_sort=False)
+    sms = kernel_figures(load_gpu(run.gpu)).num_sms
+    if run.schedule in ("dualpipe", "dualpipev") and run.ep_dispatcher == "deepep":
+        compute = replace(compute, comm_sm_share=DEEPEP_SMS / sms)  # DeepEP beside compute
+    if run.moe_a2a_overlap:  # Megatron-Core's flex dispatcher kernels beside the compute
+        held = MEGATRON_DISPATCHER_SMS.get(run.ep_dispatcher, 0)
+        compute = replace(compute, a2a_overlap=True, comm_sm_share=held / sms)
     return replace(base, memory=memory, comm=comm, compute=compute)
 
 
