@@ -256,3 +256,172 @@ def test_fsdp1_has_no_per_parameter_copies_and_learned_positions_no_rope() -> No
     plain = block_ledger(gpt2, layout, False, "eager", False)
     roped = block_ledger(with_rope, layout, False, "eager", False)
     assert roped.forward - plain.forward == 10 * 768 + 10 * 768  # eager RoPE: 10 per channel
+
+
+# --- FSDP1's flat gradient and the compute lost beside overlapped collectives ---------------
+
+
+def test_fsdp1_flat_gradient_moves_10_bytes_per_parameter_in_backward_with_fp32_reduce() -> None:
+    # the backward of the flat parameter's split views is a cat of the bf16 gradients (read 2,
+    # write 2); the post-backward hook casts the flat gradient to the fp32 reduce dtype (read
+    # 2, write 4): 10 bytes per unsharded parameter and micro-batch, none in forward
+    work = _work(first=False, last=False)
+    zero3 = Layout(dp=8, zero=3, micro_batch_size=2)
+    zero1 = replace(zero3, zero=1)
+    three = pass_times(work, _ctx("pytorch-fsdp1", zero3))
+    one = pass_times(work, _ctx("pytorch-fsdp1", zero1))
+    params = work.dense_params
+    assert three.forward_s == pytest.approx(one.forward_s, rel=REL)
+    gap = three.backward_input_s - one.backward_input_s
+    assert gap == pytest.approx((2 + 2 + 2 + 4) * params / BANDWIDTH, rel=1e-6)
+
+
+def test_fsdp1_with_bf16_reduce_only_gathers_the_flat_gradient() -> None:
+    # Composer's mixed_precision PURE reduces in bf16: no cast, the cat's 4 bytes remain
+    work = _work(first=False, last=False)
+    bf16 = TrainingWorkload(seq_len=8192, global_batch_size=16, grad_dtype="bf16")
+
+    def backward(zero: int) -> float:
+        layout = Layout(dp=8, zero=zero, micro_batch_size=2)
+        a = ComputeAssumptions(framework="pytorch-fsdp1")
+        ctx = ComputeContext(model=LLAMA, gpu=H100, layout=layout, workload=bf16, assumptions=a)
+        return pass_times(work, ctx).backward_input_s
+
+    gap = backward(3) - backward(1)
+    assert gap == pytest.approx(4 * work.dense_params / BANDWIDTH, rel=1e-6)
+
+
+def _dp_calls(slowdown: float, zero: int = 3):
+    from explorer.comm import CommAssumptions, StageContext, place_groups, stage_collectives
+    from explorer.compute import PassTimes
+    from explorer.precision import precision_policy
+    from explorer.specs import ClusterSpec
+
+    cluster = ClusterSpec(gpu=H100, gpus_per_node=8, num_nodes=1, scale_out_bytes_per_s=50e9)
+    layout = Layout(dp=8, zero=zero)
+    ctx = StageContext(
+        model=LLAMA,
+        layout=layout,
+        policy=precision_policy("bf16-mixed"),
+        seq_len=8192,
+        groups=place_groups(cluster, layout),
+        assumptions=CommAssumptions(dp_overlap_slowdown=slowdown),
+    )
+    passes = PassTimes(
+        forward_s=1.0, backward_input_s=1.0, weight_s=1.0, recompute_s=0.0,
+        attention_forward_s=0.2, dense_efficiency=0.7,
+    )  # fmt: skip
+    work = _work(first=False, last=False)
+    return [c for c in stage_collectives(work, passes, ctx) if c.axis == "dp"], passes
+
+
+def test_a_hidden_fsdp_collective_costs_0_159_s_of_compute_per_second_it_hides() -> None:
+    # compute 18.9% slower beside a collective (arXiv:2507.03114): a second of communication
+    # covers 1 / 1.189 s of standalone compute, so it costs 1 - 1 / 1.189 = 0.15896 s
+    free, passes = _dp_calls(0.0)
+    slowed, _ = _dp_calls(0.189)
+    lost = 0.189 / 1.189
+    assert lost == pytest.approx(0.158957, abs=1e-6)
+    assert len(free) == len(slowed) == 3  # gather forward, gather backward, scatter backward
+    for a, b in zip(free, slowed, strict=True):
+        assert a.time_s == b.time_s and a.hidden_s > 0  # the 1 s passes hide them
+        assert b.exposed_s - a.exposed_s == pytest.approx(lost * a.hidden_s, rel=1e-9)
+        assert b.exposed_for(passes) == pytest.approx(b.exposed_s, rel=1e-12)
+
+
+def test_an_exposed_collective_costs_no_contention_and_the_slowdown_is_bounded() -> None:
+    # with nothing to hide behind (dp_overlap 0 as the Narayanan calibration runs it) the
+    # slowdown changes nothing; a slowdown outside [0, 1] is refused in one sentence
+    from explorer.comm import CommAssumptions
+
+    calls, passes = _dp_calls(0.189)
+    none = [c.exposed_for(replace(passes, forward_s=0.0, backward_input_s=0.0, weight_s=0.0,
+                                  attention_forward_s=0.0)) for c in calls]  # fmt: skip
+    assert none == pytest.approx([c.time_s for c in calls], rel=1e-12)
+    with pytest.raises(ValueError, match="dp_overlap_slowdown"):
+        CommAssumptions(dp_overlap_slowdown=1.5)
+
+
+def test_eager_bias_gradients_read_9h_per_token_of_an_mpt_block() -> None:
+    # MPT (no_bias False): Wqkv's bias grad sums a 3h-wide output gradient, out_proj's h, the
+    # FFN up projection's 4h and down projection's h: 9h read in backward, four reductions
+    from explorer.compute.elementwise import block_ledger, eager_bias_grads
+    from explorer.presets import load_model
+
+    mpt = replace(
+        load_model("gpt2"), hidden_size=4096, num_attention_heads=32, intermediate_size=16384
+    )
+    grads = eager_bias_grads(mpt, Layout())
+    assert (grads.forward, grads.backward) == (0.0, 9 * 4096)
+    assert (grads.forward_launches, grads.backward_launches) == (0, 4)
+    plain = replace(mpt, attention_bias=False, attention_out_bias=False, mlp_bias=False)
+    gap = block_ledger(mpt, Layout(), False, "eager", False).backward
+    gap -= block_ledger(plain, Layout(), False, "eager", False).backward
+    assert gap == 9 * 4096
+    fused = block_ledger(mpt, Layout(), False, "fused", False)  # fused into TE's wgrad GEMM
+    assert fused == block_ledger(plain, Layout(), False, "fused", False)
+    # TP 8: the column-parallel q, k, v and up biases split, the row-parallel ones do not
+    assert eager_bias_grads(mpt, Layout(tp=8, sequence_parallel=False)).backward == (
+        (3 * 4096 + 16384) / 8 + 2 * 4096
+    )
+
+
+# --- LLM Foundry's 2023 kernels: FlashAttention v1 and the fused cross-entropy --------------
+
+
+def test_flashattention_v1_tables_are_half_of_flashattention_2s() -> None:
+    # FA2 paper (arXiv:2307.08691) abstract: around 2x over FlashAttention. A100: FA2 reaches
+    # 73% of the peak forward at long lengths (fa2-a100), so v1 36.5%, inside the 25-40% the
+    # paper gives FlashAttention; H100: FA2's backward 322 TFLOP/s at 16k (FA3 paper Fig. 6)
+    curves = attention_curves()
+    assert curves["fa1-a100"].forward[-1] == pytest.approx(0.73 / 2, abs=1e-4)
+    assert 0.25 <= curves["fa1-a100"].forward[-1] <= 0.40
+    assert curves["fa1-h100"].backward[-1] == pytest.approx(322 / 989.4 / 2, abs=1e-4)
+    for gpu in ("a100", "h100"):
+        v1, v2 = curves[f"fa1-{gpu}"], curves[f"fa2-{gpu}"]
+        for name in ("forward", "forward_causal", "backward"):
+            halves = [round(x / 2, 4) for x in getattr(v2, name)]
+            assert list(getattr(v1, name)) == pytest.approx(halves, abs=1e-4)
+
+
+def test_llm_foundry_runs_call_flashattention_v1_and_a_fused_cross_entropy() -> None:
+    runs = {r.id: r for r in load_published_runs().run}
+    h100 = scenario(runs["llmfoundry-h100-mpt-7b-2048-8gpu"]).assumptions.compute
+    a100 = scenario(runs["llmfoundry-a100-mpt-7b-2048-8gpu"]).assumptions.compute
+    assert (h100.framework, h100.attention_kernel) == ("pytorch-fsdp1", "fa1-h100")
+    assert (a100.framework, a100.attention_kernel) == ("pytorch-fsdp1", "fa1-a100")
+    assert not FRAMEWORKS["pytorch-fsdp1"].fp32_loss  # flash-attn's xentropy, not .float()
+    # the attention core of a 65k-token MPT-7B micro-batch on H100 takes twice as long
+    s = scenario(runs["llmfoundry-h100-mpt-7b-65536-8gpu"])
+    v2 = replace(s.assumptions.compute, attention_kernel="fa2-h100")
+    work = stage_work(s.model, tuple(range(s.model.num_hidden_layers)), 65536, False, False)
+
+    def attention_s(a: ComputeAssumptions) -> float:
+        ctx = ComputeContext(
+            model=s.model, gpu=s.cluster.gpu, layout=s.layout, workload=s.workload, assumptions=a
+        )
+        return pass_times(work, ctx).attention_forward_s
+
+    assert attention_s(s.assumptions.compute) == pytest.approx(2 * attention_s(v2), rel=1e-3)
+
+
+def test_triton_flashattention_glue_moves_13h_per_token_in_backward_of_an_mpt_block() -> None:
+    # zero the fp32 dq accumulator (4 bytes = 2 elements per q channel), copy it into dq (read
+    # 2, write 1), read o and do (2), cat dq, dk, dv into the Wqkv gradient (read 3h, write
+    # 3h): 2 + 3 + 2 + 6 = 13 elements per channel of h, four kernels, nothing in forward
+    from explorer.compute.elementwise import block_ledger, triton_flash_attention_glue
+    from explorer.presets import load_model
+
+    mpt = replace(
+        load_model("gpt2"), hidden_size=4096, num_attention_heads=32, intermediate_size=16384
+    )
+    glue = triton_flash_attention_glue(mpt, Layout())
+    assert (glue.forward, glue.backward, glue.backward_launches) == (0.0, 13 * 4096, 4)
+    with_glue = block_ledger(mpt, Layout(), False, "eager", False, triton_attention=True)
+    without = block_ledger(mpt, Layout(), False, "eager", False)
+    assert with_glue.backward - without.backward == 13 * 4096
+    assert FRAMEWORKS["pytorch-fsdp1"].triton_attention
+    assert not FRAMEWORKS["torchtitan"].triton_attention  # SDPA with separate q, k, v
+    work = _work(first=False, last=False, model=mpt)
+    fused = stage_traffic(work, mpt, Layout(), 2048, True, False, "fused", triton_attention=True)
+    assert fused == stage_traffic(work, mpt, Layout(), 2048, True, False, "fused")

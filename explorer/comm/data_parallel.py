@@ -9,6 +9,8 @@ policy's gradient width (Megatron-LM reduces fp32 main grads), parameters at its
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from explorer.comm.collectives import CollectiveKind
 from explorer.comm.step import BACKWARD, FORWARD, Collective, Phase, StageContext, Window, timed
 from explorer.compute import PassTimes, StageWork
@@ -29,10 +31,20 @@ def _on(
     passes: PassTimes,
     hiding: tuple[Window, float],
 ) -> Collective:
-    """One call on a data-parallel group; ``hiding`` is (window, unhideable share)."""
+    """One call on a data-parallel group; ``hiding`` is (window, unhideable share). The part
+    it hides costs compute time: ``contention_per_hidden_s`` of each second hidden."""
     window, floor = hiding
     overlap = (ctx.assumptions.dp_overlap, window, floor)
-    return timed(ctx, "dp", group, kind, what, phase, size_bytes, 1, passes, overlap)
+    call = timed(ctx, "dp", group, kind, what, phase, size_bytes, 1, passes, overlap)
+    lost = contention_per_hidden_s(ctx.assumptions.dp_overlap_slowdown)
+    return replace(call, hidden_s=call.hidden_s * (1.0 - lost), contention=lost)
+
+
+def contention_per_hidden_s(slowdown: float) -> float:
+    """Compute seconds lost per second a collective hides behind compute that runs
+    ``slowdown`` x longer beside it: the hidden second covers 1 / (1 + slowdown) seconds of
+    standalone compute (CommAssumptions.dp_overlap_slowdown, arXiv:2507.03114)."""
+    return slowdown / (1.0 + slowdown)
 
 
 def _ddp(

@@ -112,12 +112,26 @@ class CommAssumptions:
     fp8_dispatch: bool = False
     """Dispatch (and the backward's gradient dispatch) in FP8 with 1x128 fp32 scales; combine
     stays bf16. Source: DeepSeek-V3 report sec. 3.3.4 (low-precision communication)."""
+    dp_overlap_slowdown: float = 0.189
+    """How much longer compute takes while data-parallel communication (gradient reduction,
+    ZeRO / FSDP gathers) runs beside it: NCCL kernels hold SMs and HBM bandwidth. Compute
+    that runs s x longer under a collective loses s / (1 + s) seconds per second the
+    collective hides (explorer.comm.data_parallel). Source: Characterizing
+    Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning
+    (arXiv:2507.03114, 2025), abstract: an average computational slowdown of 18.9% (at most
+    40.0%) while communication overlaps, GPT and LLaMA models on 4 A100s, H100s, MI250s and
+    MI210s; the mean of their cases, not measured on the published runs (an assumption).
+    0 models free overlap."""
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "cp", "ep", "dualpipe_ep", "pp"):
             value = getattr(self, f"{name}_overlap")
             if not 0 <= value <= 1:
                 raise ValueError(f"{name}_overlap must be between 0 and 1, got {value!r}")
+        if not 0 <= self.dp_overlap_slowdown <= 1:
+            raise ValueError(
+                f"dp_overlap_slowdown must be between 0 and 1, got {self.dp_overlap_slowdown!r}"
+            )
         if self.dp_bucket_params <= 0:
             raise ValueError(f"dp_bucket_params must be positive, got {self.dp_bucket_params}")
         if self.cp_comm not in ("p2p", "all-gather", "all-to-all"):
@@ -154,6 +168,9 @@ class Collective:
     """Share of its time that cannot hide (the last bucket, the first prefetch)."""
     window: Window = NO_WINDOW
     """The compute it hides behind, as multiples of the pass times."""
+    contention: float = 0.0
+    """Compute seconds lost per second it hides (its kernels slow the compute beside them):
+    ``hidden_s`` is already net of it (CommAssumptions.dp_overlap_slowdown)."""
 
     @property
     def exposed_s(self) -> float:
@@ -166,7 +183,8 @@ class Collective:
         t, w = self.time_s, self.window  # hidden_s and window_s inlined: the search's hot path
         window = w[0] * passes.forward_s + w[1] * passes.backward_s
         window += w[2] * passes.attention_forward_s
-        return t - max(0.0, min(t - self.floor_share * t, self.share * window))
+        hidden = max(0.0, min(t - self.floor_share * t, self.share * window))
+        return t - hidden * (1.0 - self.contention)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

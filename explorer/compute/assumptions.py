@@ -8,7 +8,7 @@ from typing import Literal
 from explorer.compute.framework import FRAMEWORKS, ComputeFramework
 from explorer.specs import Fp8Recipe
 
-AttentionKernel = Literal["fa3-h100", "fa2-h100", "fa2-a100"]
+AttentionKernel = Literal["fa3-h100", "fa2-h100", "fa2-a100", "fa1-a100", "fa1-h100"]
 """Attention tables of presets/kernels/attention.toml a stack can call by name."""
 
 

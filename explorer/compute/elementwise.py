@@ -177,6 +177,44 @@ def eager_activation(model: ModelSpec, width: float) -> Ledger:
     return Ledger(2 * width, 3 * width, 1, 1)
 
 
+def eager_bias_grads(model: ModelSpec, layout: Layout) -> Ledger:
+    """The bias gradients of a block's biased linears under eager autograd: F.linear's bias
+    enters addmm broadcast (fused into the GEMM in forward, nothing charged), and its
+    backward sums the output gradient over the tokens, one reduction kernel per linear that
+    reads the output width per token (the per-channel write is negligible). Widths per GPU:
+    the q, k and v projections (column-parallel) and the FFN up projection(s) over tp, the
+    attention output and FFN down projections (row-parallel, bias added after the reduction)
+    on the whole hidden state (h / tp under sequence parallelism). Source:
+    tools/autograd/derivatives.yaml (addmm: the self gradient, summed to the bias's shape
+    by ExpandBackward's sum_to); Megatron-Core with Transformer Engine fuses it into the
+    weight-gradient GEMM (cuBLASLt's BGRADB epilogue) and the fused ledger charges none."""
+    width = model.hidden_size / (layout.tp if layout.sp else 1)
+    q, k = _attention_widths(model, layout.tp)
+    up = model.intermediate_size / layout.tp * (2 if model.ffn_kind == "swiglu" else 1)
+    parts = (
+        (model.attention_bias, q + 2 * k),
+        (model.attention_out_bias, width),
+        (model.mlp_bias, up + width),
+    )
+    read = sum(w for on, w in parts if on)
+    kernels = sum((1 if on else 0) for on, _ in parts) + model.mlp_bias
+    return Ledger(0.0, read, 0, kernels)
+
+
+def triton_flash_attention_glue(model: ModelSpec, layout: Layout) -> Ledger:
+    """What the Triton FlashAttention of 2022 (llm-foundry's attn_impl triton) and the fused
+    QKV projection around it move besides the kernel, per token per GPU, all in backward:
+    the fp32 dq accumulator is zeroed (init_to_zero pre-hook: write 2 elements per q channel)
+    and copied into dq (dq.copy_(dq_accum): read 2, write 1), _bwd_preprocess_do_o_dot reads
+    o and do (2), and the backward of qkv.chunk(3) concatenates dq, dk and dv into the fused
+    projection's gradient (read and write q + 2 k); four kernels. The forward's rearranges are
+    views (the kernel takes the chunks' strides). Source: llmfoundry/models/layers/
+    flash_attn_triton.py _flash_attn_backward and attention.py triton_flash_attn_fn
+    (llm-foundry ef350d9e6, 2023-07); the chunk's backward is a cat (derivatives.yaml)."""
+    q, k = _attention_widths(model, layout.tp)
+    return Ledger(0.0, 2 * q + 3 * q + 2 * q + 2 * (q + 2 * k), 0, 4)
+
+
 def fused_activation(model: ModelSpec, width: float) -> Ledger:
     """One activation kernel: SwiGLU reads 2 f, writes f; GELU reads and writes f; backward
     twice."""
@@ -207,9 +245,11 @@ def block_ledger(
     ledger: MemoryBoundLedger,
     dropout: bool,
     fused_norm: bool = False,
+    triton_attention: bool = False,
 ) -> Ledger:
     """One block's norms, residuals, RoPE, GQA repeat and activation under ``ledger``
-    (the attention core's softmax apart, as ``attention_elements_per_layer``).
+    (the attention core's softmax apart, as ``attention_elements_per_layer``), and with
+    ``triton_attention`` the Triton FlashAttention's glue (triton_flash_attention_glue).
 
     ``fused``: the ledger of ``hidden_elements_per_layer`` and ``mlp_elements_per_layer``
     (RoPE left out, as Transformer Engine fuses it into its attention path); ``eager``: the
@@ -240,6 +280,8 @@ def block_ledger(
             found = found + eager_rope(q) + eager_rope(k)
         if model.qk_norm:
             found = found + norm(q) + norm(k)
+        if not model.is_moe:  # MoE blocks' biased experts are not counted (none here)
+            found = found + eager_bias_grads(model, layout)
     else:
         found = one_norm(width) * 2 + residual(width) * 2 + fused_activation(model, f)
         if not model.learned_position_embeddings:
@@ -248,6 +290,8 @@ def block_ledger(
             found = found + one_norm(q) + one_norm(k)
     if gqa:
         found = found + repeat_kv(k, q) * 2
+    if triton_attention:
+        found = found + triton_flash_attention_glue(model, layout)
     return found + extra
 
 
@@ -260,6 +304,7 @@ def stage_traffic(
     dropout: bool,
     ledger: MemoryBoundLedger = "fused",
     fused_norm: bool = False,
+    triton_attention: bool = False,
 ) -> Traffic:
     """Forward and backward memory-bound elements per token per GPU of a stage's blocks, and
     their kernels per micro-batch.
@@ -267,8 +312,11 @@ def stage_traffic(
     Source: the ledgers of this module's functions; the attention core's softmax moves the
     same under every ledger (backward twice).
     """
-    dense = block_ledger(model, layout, False, ledger, dropout, fused_norm)
-    moe = block_ledger(model, layout, True, ledger, dropout, fused_norm) if model.is_moe else dense
+    glue = triton_attention and ledger != "fused"
+    dense = block_ledger(model, layout, False, ledger, dropout, fused_norm, glue)
+    moe = dense
+    if model.is_moe:
+        moe = block_ledger(model, layout, True, ledger, dropout, fused_norm, glue)
     blocks = dense * (work.num_layers - work.num_moe_layers) + moe * work.num_moe_layers
     attention = attention_elements_per_layer(model, layout, seq_len, flash, dropout)
     attention *= work.num_layers

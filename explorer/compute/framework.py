@@ -52,6 +52,14 @@ class FrameworkProfile:
     kernel_issue_s: float
     """CPU seconds to issue one kernel; a pass cannot finish before its kernels are issued."""
     source: str
+    triton_attention: bool = False
+    """The attention core is the Triton FlashAttention of 2022 behind a fused QKV projection
+    (llm-foundry's attn_impl triton), whose backward moves more than the kernel
+    (explorer.compute.elementwise.triton_flash_attention_glue)."""
+    fsdp1_flat_grads: bool = False
+    """Under ZeRO-3, FSDP1's flat parameter: the backward of its views gathers the
+    parameters' gradients into the flat gradient, and the post-backward hook casts it to the
+    reduce dtype before the reduce-scatter (fsdp1_grad_bytes_per_param)."""
 
 
 FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
@@ -109,15 +117,22 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
     ),
     "pytorch-fsdp1": FrameworkProfile(
         ledger="eager",
-        fp32_loss=True,
+        fp32_loss=False,
         fsdp2_copies=False,
         optimizer="foreach",
         kernel_issue_s=EAGER_KERNEL_ISSUE_S,
         source="plain PyTorch eager with FSDP1 (FullyShardedDataParallel), as MosaicML's "
         "Composer / LLM Foundry run it: flat parameters are all-gathered into the unsharded "
-        "flat buffer the parameters view, and gradients accumulate into the flat gradient, "
-        "so no per-parameter copies (torch/distributed/fsdp/_flat_param.py); cross-entropy "
-        "autocasts the logits to fp32 (autocast's fp32 op list); torch.optim AdamW (foreach)",
+        "flat buffer the parameters view, so no copy-out; the views' backward writes the "
+        "gradients into the flat gradient, which is cast to the reduce dtype before the "
+        "reduce-scatter (torch/distributed/fsdp/_flat_param.py, _runtime_utils.py; "
+        "fsdp1_grad_bytes_per_param); LLM Foundry's MPT loss is flash-attn's fused "
+        "CUDA cross-entropy (llmfoundry/models/mpt/modeling_mpt.py loss_fn default "
+        "fused_crossentropy, flash_attn.losses.cross_entropy, 2023), not an fp32 cast; "
+        "attention: attn_impl triton, the submit_benchmarks.py default (2023); "
+        "torch.optim AdamW (foreach)",
+        fsdp1_flat_grads=True,
+        triton_attention=True,
     ),
 }
 """The profiles by name; ``megatron`` is the default and keeps the estimate's Megatron-Core
@@ -159,6 +174,25 @@ def fsdp_copy_bytes_per_param(policy: PrecisionPolicy) -> tuple[float, float]:
     """
     width = policy.param_bytes
     return 2 * width, 2 * width + width + policy.grad_bytes
+
+
+def fsdp1_grad_bytes_per_param(policy: PrecisionPolicy) -> float:
+    """HBM bytes FSDP1 moves per unsharded parameter and micro-batch after the backward's
+    GEMMs: the backward of the flat parameter's views (torch.split in
+    FlatParamHandle._get_unflat_views; split_with_sizes_backward is an at::cat of the
+    gradients, tools/autograd/derivatives.yaml) reads and writes every gradient at the
+    working width, and _post_backward_hook casts the flat gradient to the reduce dtype
+    (flat_param.grad.to(handle._reduce_dtype): read the working width, write the reduce
+    width) when they differ, as under Composer's mixed_precision DEFAULT (fp32 reduce). The
+    cast runs on the post-backward stream beside the compute; it is counted here with the
+    compute's HBM time (an approximation: it shares the HBM). The sharded gradient's
+    accumulation and the fp32 shard's cast before the all-gather touch 1 / dp of the
+    parameters and are left out. Source: torch/distributed/fsdp/_flat_param.py,
+    _runtime_utils.py (torch 2.0-2.3).
+    """
+    width = policy.param_bytes
+    cast = width + policy.grad_bytes if policy.grad_bytes != width else 0.0
+    return 2 * width + cast
 
 
 def fsdp_copies_per_microbatch(layout: Layout, microbatches: int) -> float:

@@ -23,6 +23,7 @@ from explorer.compute.elementwise import stage_traffic
 from explorer.compute.framework import (
     foreach_adam_bytes_per_param,
     framework_profile,
+    fsdp1_grad_bytes_per_param,
     fsdp_copies_per_microbatch,
     fsdp_copy_bytes_per_param,
     issue_bound_s,
@@ -264,7 +265,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     profile = framework_profile(a.framework)
     traffic = stage_traffic(
         work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout, profile.ledger,
-        a.fused_norm,
+        a.fused_norm, profile.triton_attention,
     )  # fmt: skip
     tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
@@ -307,19 +308,21 @@ def _framework_s(
     work: StageWork, ctx: ComputeContext, bandwidth: float, per_element: float
 ) -> tuple[float, float]:
     """(forward, backward) seconds of the framework profile's work beside the blocks' own:
-    the fp32 loss on the last stage and FSDP2's copies around its collectives under ZeRO-3
-    (explorer.compute.framework)."""
+    the fp32 loss on the last stage and FSDP2's copies around its collectives (FSDP1's flat
+    gradient and its cast) under ZeRO-3 (explorer.compute.framework)."""
     profile, layout = framework_profile(ctx.assumptions.framework), ctx.layout
     forward = backward = 0.0
     if profile.fp32_loss and work.head_flops:
         f, b = loss_elements(ctx.model.vocab_size / layout.tp)
         forward, backward = f * per_element, b * per_element
-    if profile.fsdp2_copies and layout.zero >= 3:
+    if (profile.fsdp2_copies or profile.fsdp1_flat_grads) and layout.zero >= 3:
         params = work.dense_params / layout.tp + work.expert_params / (layout.ep * layout.etp)
         w = ctx.workload
         microbatches = w.global_batch_size // max(1, layout.dp * layout.micro_batch_size)
         times = fsdp_copies_per_microbatch(layout, microbatches) * params / bandwidth
-        f, b = fsdp_copy_bytes_per_param(ctx.policy)
+        f, b = fsdp_copy_bytes_per_param(ctx.policy) if profile.fsdp2_copies else (0.0, 0.0)
+        if profile.fsdp1_flat_grads:
+            b += fsdp1_grad_bytes_per_param(ctx.policy)
         forward, backward = forward + f * times, backward + b * times
     return forward, backward
 

@@ -106,19 +106,23 @@ pytorch/torchtitan#1209, May 2025: cuDNN enabled on B200 only; pytorch/pytorch#1
 cuDNN the default on SM 9.0 for torch 2.9)."""
 
 
-FLASH2_HOPPER: Final[AttentionKernel] = "fa2-h100"
-"""LLM Foundry's MPT attention (attn_impl triton or flash: FlashAttention's 2022 Triton kernel
-or the flash-attn package of 2023) on H100: no published H100 figures of those kernels, so
-FlashAttention-2's (an assumption; FA2 is the faster of the two)."""
+FLASH1: Final[dict[str, AttentionKernel]] = {"Ampere": "fa1-a100", "Hopper": "fa1-h100"}
+"""LLM Foundry's MPT attention in its 2023 tables: FlashAttention's first-generation kernels.
+scripts/train/benchmarking/submit_benchmarks.py (ef350d9e6, 2023-07, the A100 tables;
+b2a43a147, 2023-10, the H100 ones) sets attn_impl from --attn_impl, default triton (the
+Triton FlashAttention of llmfoundry/models/layers/flash_attn_triton.py), and installs
+llm-foundry's [gpu] extra, flash-attn 1.0.3 / 1.0.9 (setup.py; FP8 runs pip-install
+flash-attn 1.0.7): no FlashAttention-2 anywhere (presets/kernels/attention.toml fa1-*)."""
 
 
 def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
     """The attention table a run's stack calls where it is not the GPU preset's: torchtitan's
-    SDPA on Hopper (every torchtitan run here predates torch 2.9)."""
+    SDPA on Hopper (every torchtitan run here predates torch 2.9); LLM Foundry's 2023
+    FlashAttention v1 kernels (FLASH1)."""
     if run.framework == "torchtitan" and run.generation == "Hopper":
         return SDPA_FLASH_HOPPER
-    if run.framework == "LLM Foundry" and run.generation == "Hopper":
-        return FLASH2_HOPPER
+    if run.framework == "LLM Foundry":
+        return FLASH1.get(run.generation)
     return None
 
 
