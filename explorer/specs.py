@@ -13,7 +13,7 @@ from typing import Literal
 from explorer.limits import MAX_GPUS, MAX_LAYERS, check_at_most
 from explorer.pipeline_layout import parse_pipeline_layout
 
-Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed"]
+Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed", "nvfp4-mixed"]
 Recompute = Literal["none", "selective", "full"]
 ScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev"]
 ZeroStage = Literal[0, 1, 2, 3]
@@ -39,7 +39,9 @@ Fp8Recipe = Literal["delayed", "current", "blockwise", "mxfp8"]
 MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 """Default placement of process groups on ranks, innermost (fastest-varying) first."""
 
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16-mixed", "bf16-pure", "fp8-mixed")
+PRECISIONS: tuple[Precision, ...] = (
+    "fp32", "bf16-mixed", "bf16-pure", "fp8-mixed", "nvfp4-mixed",
+)  # fmt: skip
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
 SCHEDULES: tuple[ScheduleName, ...] = (
     "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev",
@@ -311,7 +313,7 @@ class ModelSpec:
         return None
 
 
-GemmDType = Literal["bf16", "fp8", "tf32"]
+GemmDType = Literal["bf16", "fp8", "tf32", "fp4"]
 """GEMM input formats with a tensor-core peak in GpuSpec."""
 
 
@@ -819,7 +821,15 @@ class PrecisionPolicy:
     """Adam first plus second moment."""
     activation_bytes: float
     """Saved activations."""
-    compute: Literal["tf32", "bf16", "fp8"]
+    compute: Literal["tf32", "bf16", "fp8", "fp4"]
     """Tensor-core format of the GEMMs (picks the peak FLOP/s)."""
     source: str = field(default="")
     """Where the recipe comes from."""
+    gemm_input_bytes: float | None = None
+    """Bytes per element of a low-precision GEMM's saved input as the recipe stores it (what
+    the memory model uses where its assumptions leave ``fp8_linear_input_bytes`` unset);
+    None: the activation dtype."""
+    gemm_weight_copy_bytes: float = 0.0
+    """Bytes per GEMM weight of the quantized weight copies the recipe caches across
+    micro-batches beside the working weights (the memory model's ``fp8_weight_copy_bytes``
+    where its assumptions leave the storage unset)."""

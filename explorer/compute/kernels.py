@@ -10,7 +10,9 @@ m = T/tp x top-k x ep etp / E tokens (Megatron-Core's all-to-all dispatcher, eve
 Backward: the input gradient runs T x k x n, the weight gradient n x k x T (k = T, per expert
 for grouped GEMMs). Efficiency: explorer.compute.gemm. Layers that stay in BF16 under an FP8
 policy: the router and the LM head (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.3.1;
-Transformer Engine runs only its own linear layers in FP8).
+Transformer Engine runs only its own linear layers in FP8); the same under NVFP4 (NVIDIA,
+arXiv:2509.25149: only the linear layers' GEMMs in NVFP4, embeddings and the output head in
+BF16).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from functools import lru_cache
 
 from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
 from explorer.flops import attention_projection_weights
+from explorer.precision import LOW_PRECISION_COMPUTE
 from explorer.specs import GemmDType, GpuSpec, Layout, ModelSpec
 
 
@@ -32,7 +35,7 @@ class Gemm:
     k: float
     groups: int = 1
     bf16: bool = False
-    """Stays in BF16 under an FP8 policy."""
+    """Stays in BF16 under an FP8 or NVFP4 policy."""
     expert: bool = False
     """A routed expert's (grouped) GEMM."""
     input_copies: int = 1
@@ -121,7 +124,7 @@ def _one(
         eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bandwidth))
         return 2.0 * m * n * k * groups / (peak * eff)
 
-    casts = 0.0 if fmt != "fp8" else 1.0
+    casts = 1.0 if fmt in LOW_PRECISION_COMPUTE else 0.0
     return GemmTimes(
         forward_s=seconds(g.m, g.n, g.k, g.groups),
         dgrad_s=seconds(g.m, g.k, g.n, g.groups),
@@ -147,7 +150,8 @@ def gemm_times(
     ``cap``. Source: module docstring."""
     dense, expert = GemmTimes(), GemmTimes()
     for g in gemms:
-        t = _one(g, "bf16" if g.bf16 and fmt == "fp8" else fmt, gpu, bandwidth, scale, cap)
+        low = g.bf16 and fmt in LOW_PRECISION_COMPUTE
+        t = _one(g, "bf16" if low else fmt, gpu, bandwidth, scale, cap)
         if g.expert:
             expert = expert + t
         else:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAssumptions
 from explorer.compute.attention import BACKWARD_FLOPS_RATIO, FP8_SHARE_RATIO, attention_share
-from explorer.compute.casts import cast_bytes
+from explorer.compute.casts import CastRecipe, cast_bytes
 from explorer.compute.elementwise import stage_traffic
 from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
@@ -83,6 +83,14 @@ class PassTimes:
     def backward_s(self) -> float:
         """Whole backward: input gradient, weight gradient and recomputation."""
         return self.backward_input_s + self.weight_s + self.recompute_s
+
+
+def cast_recipe(ctx: ComputeContext) -> CastRecipe:
+    """The recipe whose casts the GEMM inputs pay: NVFP4 under an FP4 policy (Transformer
+    Engine's only FP4 training recipe), else the FP8 recipe assumed or the GPU's default."""
+    if ctx.policy.compute == "fp4":
+        return "nvfp4"
+    return ctx.assumptions.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
 
 
 def all_to_alls_overlap(layout: Layout) -> bool:
@@ -251,7 +259,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
     memory, attention_memory = traffic.blocks * per_element, traffic.attention * per_element
-    recipe = a.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
+    recipe = cast_recipe(ctx)
     cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
     cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
     launches = g.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers

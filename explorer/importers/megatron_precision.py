@@ -27,9 +27,20 @@ def _fp8_on(draft: Draft, recipe_name: str) -> bool:
     return setting.value is True or str(setting.value).strip().lower() not in _OFF
 
 
+def _fp4_on(draft: Draft, recipe_name: str) -> bool:
+    """Megatron-Core's fp4 (``--fp4-format e2m1``) or a Bridge recipe named for NVFP4."""
+    setting = draft.get("fp4")
+    draft.get("fp4_recipe")
+    if "fp4" in recipe_name:
+        return True
+    return setting is not None and str(setting.value).strip().lower() not in _OFF
+
+
 def _precision(draft: Draft, default: Precision | None) -> Precision | None:
     recipe_name = draft.text("mixed_precision") or ""
     trainer = draft.text("precision") or ""
+    if _fp4_on(draft, recipe_name):
+        return "nvfp4-mixed"
     if _fp8_on(draft, recipe_name):
         return "fp8-mixed"
     if draft.flag("bf16") or "bf16" in recipe_name or trainer.startswith("bf16"):

@@ -262,6 +262,13 @@ def _setting(
     assumptions: TrainingAssumptions,
 ) -> TrainingSetting:
     policy = precision_policy(workload.precision, workload.grad_dtype)
+    te = assumptions.framework == "megatron"  # Transformer Engine's storage (nvfp4-mixed)
+    if te and assumptions.fp8_linear_input_bytes is None and policy.gemm_input_bytes is not None:
+        assumptions = replace(
+            assumptions,
+            fp8_linear_input_bytes=policy.gemm_input_bytes,
+            fp8_weight_copy_bytes=policy.gemm_weight_copy_bytes,
+        )
     microbatches = microbatch_count(layout, workload)
     dense_shards, moe_shards = shard_groups(layout)
     communication = nccl_parts(model, layout, assumptions, expert_shards(layout))
