@@ -51,6 +51,15 @@ anchors reach of the FP8 peak (2x the FP8 rate where the peaks are 2x apart, B20
 For scale: Transformer Engine's published B300 run (docs/examples/gemm_profiling, a 5B model's
 12 GEMMs, pre-quantized inputs) had NVFP4 1.90x faster than MXFP8 where B300's FP4 peak is 3x
 its FP8 one; no such figure is published for B200 or GB200."""
+BLOCK_SCALED_GEMM_SHARE: dict[str, float] = {"mxfp8": 6.812 / 7.161, "nvfp4": 6.812 / 7.161}
+"""Block-scaled GEMMs (a scale per 32 or 16 elements applied in the MMA) against the per-tensor
+scaled FP8 GEMMs the Blackwell anchors measured (MAMF: torch._scaled_mm, one scale per tensor),
+by recipe. Source: Transformer Engine's published B300 benchmark (docs/examples/gemm_profiling/
+gemm_profiling.rst, a 5B model's 12 GEMMs per layer at M = 15,872, pre-quantized inputs: the
+kernels alone): MXFP8 7.161 ms against FP8 current scaling 6.812 ms per layer, 0.951; B300's
+FP8 tensor cores are B200's. NVFP4 (an E4M3 scale per 16 elements) is taken at MXFP8's share:
+an assumption. Recipes not named (per-tensor; blockwise, whose H800 anchor is DeepGEMM's own
+blockwise kernel): 1."""
 SMALL_M_TILE_NS = tuple(range(16, 129, 8))
 """Narrow tile widths kernels choose for small m. Source: DeepGEMM (deepseek-ai/DeepGEMM,
 deep_gemm/jit_kernels/gemm.py get_best_configs, commit 78cacf7): block_n in range(16, 129, 8),

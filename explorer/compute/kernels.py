@@ -144,14 +144,17 @@ def gemm_times(
     bandwidth: float,
     scale: float = 1.0,
     cap: float = 1.0,
+    low_precision_scale: float = 1.0,
 ) -> tuple[GemmTimes, GemmTimes]:
     """(dense GEMMs, routed-expert GEMMs) seconds of a block per micro-batch; BF16 layers run
-    in BF16 whatever ``fmt``. Efficiencies are multiplied by ``scale`` and held at most at
-    ``cap``. Source: module docstring."""
+    in BF16 whatever ``fmt``. Efficiencies are multiplied by ``scale`` (the FP8 / FP4 ones also
+    by ``low_precision_scale``: the recipe's block scaling) and held at most at ``cap``.
+    Source: module docstring."""
     dense, expert = GemmTimes(), GemmTimes()
+    low_scale = scale * low_precision_scale if fmt in LOW_PRECISION_COMPUTE else scale
     for g in gemms:
         low = g.bf16 and fmt in LOW_PRECISION_COMPUTE
-        t = _one(g, "bf16" if low else fmt, gpu, bandwidth, scale, cap)
+        t = _one(g, "bf16" if low else fmt, gpu, bandwidth, scale if low else low_scale, cap)
         if g.expert:
             expert = expert + t
         else:

@@ -20,7 +20,12 @@ from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAss
 from explorer.compute.attention import BACKWARD_FLOPS_RATIO, FP8_SHARE_RATIO, attention_share
 from explorer.compute.casts import CastRecipe, cast_bytes
 from explorer.compute.elementwise import stage_traffic
-from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
+from explorer.compute.gemm import (
+    BLOCK_SCALED_GEMM_SHARE,
+    gemm_efficiency,
+    kernel_figures,
+    peak_flops_per_s,
+)
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
@@ -118,6 +123,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
         layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
         a.gemm_efficiency_scale, a.max_efficiency,
+        BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0),
     )  # fmt: skip
 
 
@@ -135,12 +141,13 @@ def _kinds_of(
     bandwidth: float,
     scale: float,
     cap: float,
+    block_share: float = 1.0,
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe))
-        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap)
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, block_share)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
