@@ -211,6 +211,10 @@ def _megatron_precision(workload: TrainingWorkload) -> list[str]:
     }[workload.precision]
     if workload.precision == "fp32":
         return flags
+    if workload.bf16_layers_at_start or workload.bf16_layers_at_end:
+        flags = [*flags, "--first-last-layers-bf16",
+                 f"--num-layers-at-start-in-bf16 {workload.bf16_layers_at_start}",
+                 f"--num-layers-at-end-in-bf16 {workload.bf16_layers_at_end}"]  # fmt: skip
     if grad_dtype(workload) == "bf16":
         return [*flags, "--grad-reduce-in-bf16"]
     return [*flags, "--accumulate-allreduce-grads-in-fp32"]

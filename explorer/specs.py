@@ -776,10 +776,23 @@ class TrainingWorkload:
     """Named precision policy (see explorer.precision)."""
     grad_dtype: GradDType | None = None
     """Gradient accumulation buffer dtype; None means the precision policy's default."""
+    bf16_layers_at_start: int = 0
+    """Transformer blocks at the start of the model whose linear layers stay in BF16 under an
+    FP8 or NVFP4 policy (Megatron-Core first_last_layers_bf16 with num_layers_at_start_in_bf16;
+    NVIDIA's 12B NVFP4 run kept its first two, arXiv:2509.25149). 0: none (Megatron-Bridge's
+    performance recipes)."""
+    bf16_layers_at_end: int = 0
+    """The same at the end (num_layers_at_end_in_bf16): the NVFP4 paper keeps the final blocks,
+    under ~15% of them, in BF16; torchtitan's NVFP4 recommendation the final ~15%
+    (components/quantization/nvfp4.md)."""
 
     def __post_init__(self) -> None:
         _positive(self, "seq_len", "global_batch_size")
         _bounded(self, "seq_len", "global_batch_size")
+        _non_negative(self, "bf16_layers_at_start", "bf16_layers_at_end")
+        for name in ("bf16_layers_at_start", "bf16_layers_at_end"):
+            if getattr(self, name) > MAX_LAYERS:
+                raise ValueError(f"{name} must be at most {MAX_LAYERS}, got {getattr(self, name)}")
 
     @property
     def tokens_per_step(self) -> int:

@@ -182,3 +182,36 @@ def test_block_scaled_fp8_gemms_run_at_te_s_published_share_of_per_tensor_ones()
         )  # fmt: skip
         share[recipe] = pass_times(work, ctx).dense_efficiency
     assert share["mxfp8"] / share["delayed"] == pytest.approx(6.812 / 7.161)
+
+
+def test_blocks_kept_in_bf16_are_timed_as_bf16_blocks_and_the_rest_in_nvfp4() -> None:
+    # ten blocks, the first two in BF16 (Megatron-Core num_layers_at_start_in_bf16 = 2): their
+    # time is two blocks under bf16-mixed plus eight under nvfp4-mixed (the time is linear in
+    # the blocks; the casts go with the NVFP4 ones only)
+    layout = Layout(tp=2)
+
+    def passes(layers: range, precision: Precision, start: int = 0) -> float:
+        workload = TrainingWorkload(
+            seq_len=8192, global_batch_size=8, precision=precision, bf16_layers_at_start=start
+        )
+        work = stage_work(LLAMA_70B, tuple(layers), 8192, False, False, True, (start, 0))
+        t = pass_times(work, ComputeContext(model=LLAMA_70B, gpu=B200, layout=layout,
+                                            workload=workload))  # fmt: skip
+        return t.forward_s + t.backward_input_s + t.weight_s
+
+    mixed = passes(range(10), "nvfp4-mixed", start=2)
+    assert mixed == pytest.approx(
+        passes(range(2), "bf16-mixed") + passes(range(2, 10), "nvfp4-mixed")
+    )
+    assert passes(range(10), "nvfp4-mixed") < mixed < passes(range(10), "bf16-mixed")
+
+
+def test_estimate_counts_only_the_model_s_end_blocks_as_bf16() -> None:
+    cluster = ClusterSpec(gpu=B200, gpus_per_node=8, num_nodes=1)
+    plain = _workload("nvfp4-mixed")
+    ends = TrainingWorkload(
+        seq_len=8192, global_batch_size=8, precision="nvfp4-mixed", bf16_layers_at_end=12
+    )
+    fast = estimate(LLAMA_70B, cluster, Layout(tp=8), plain).step_time_s
+    slow = estimate(LLAMA_70B, cluster, Layout(tp=8), ends).step_time_s
+    assert fast < slow

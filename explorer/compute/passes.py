@@ -116,12 +116,14 @@ class _Kinds:
     head_efficiency: float
 
 
-def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
-    """The block kinds' GEMM seconds for ``ctx`` (cached on what they read of it)."""
+def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
+    """The block kinds' GEMM seconds for ``ctx`` (cached on what they read of it); ``bf16``:
+    of its blocks kept in BF16."""
     layout, a = ctx.layout, ctx.assumptions
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
-        layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
+        layout.micro_batch_size, ctx.workload.seq_len, "bf16" if bf16 else ctx.policy.compute,
+        bandwidth,
         a.gemm_efficiency_scale, a.max_efficiency,
         BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0),
     )  # fmt: skip
@@ -256,7 +258,15 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     bandwidth = ctx.gpu.hbm_bytes_per_s * a.hbm_efficiency
     k = _kinds(ctx, bandwidth)
     moe, dense = work.num_moe_layers, work.num_layers - work.num_moe_layers
-    g = _stage_gemms(k, dense, moe, moe * ctx.moe_imbalance)
+    # blocks kept in BF16 (TrainingWorkload.bf16_layers_at_start / _at_end): their GEMMs in
+    # BF16, no casts; the rest in the policy's format
+    kb = _kinds(ctx, bandwidth, bf16=True) if work.bf16_layers else k
+    b_moe, b_dense = work.bf16_moe_layers, work.bf16_layers - work.bf16_moe_layers
+    l_moe, l_dense = moe - b_moe, dense - b_dense
+    imbalance = ctx.moe_imbalance
+    g = _stage_gemms(k, l_dense, l_moe, l_moe * imbalance)
+    if work.bf16_layers:
+        g = g + _stage_gemms(kb, b_dense, b_moe, b_moe * imbalance)
     peak = peak_flops_per_s(ctx.gpu, ctx.policy.compute)
     share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
     attention_f, attention_b = _attention_s(work, ctx)
@@ -274,8 +284,9 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     linear_f = sms * g.forward_s
     blocks = linear_f + sms * attention_f + memory + cast_f + gap_f
     r = recompute_shares(ctx.model, layout, work.num_layers, moe, seq)
-    lin = sms * (dense * k.dense.forward_s + moe * k.moe.forward_s)  # dense GEMMs, routers
-    exp = sms * moe * ctx.moe_imbalance * k.experts.forward_s  # routed experts
+    lin = sms * (l_dense * k.dense.forward_s + l_moe * k.moe.forward_s)  # dense GEMMs, routers
+    lin += sms * (b_dense * kb.dense.forward_s + b_moe * kb.moe.forward_s)
+    exp = sms * imbalance * (l_moe * k.experts.forward_s + b_moe * kb.experts.forward_s)
     recompute = r.linear * (lin + cast_f + gap_f) + r.expert * exp  # casts go with the GEMMs
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)

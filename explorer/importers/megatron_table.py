@@ -153,9 +153,9 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
         "fp8_param": Unsupported(
             "FP8 weight copies are not modelled; the tool keeps and gathers bf16 weights"
         ),
-        "first_last_layers_bf16": Unsupported("bf16 first and last layers run at FP8 speed"),
-        "num_layers_at_start_in_bf16": Unsupported("bf16 layers run at FP8 speed"),
-        "num_layers_at_end_in_bf16": Unsupported("bf16 layers run at FP8 speed"),
+        "first_last_layers_bf16": Field("precision"),
+        "num_layers_at_start_in_bf16": Field("precision"),
+        "num_layers_at_end_in_bf16": Field("precision"),
         # offload
         "cpu_offloading": Field("offload_layers"),
         "cpu_offloading_num_layers": Field("offload_layers"),
