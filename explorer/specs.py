@@ -541,6 +541,13 @@ class ClusterSpec:
     kind, placement and group size it replaces the fabric model."""
     name: str = "custom"
     """Display name."""
+    segment_allocation: bool = False
+    """Jobs get their nodes in equal segments, each inside one scale-up domain (Slurm
+    topology/block with ``--segment``): a segment is the job's node count where that fits in
+    one domain, else the largest divisor of it that does (``explorer.comm.topology``). False:
+    ranks fill domains in order. Source: Megatron-Bridge scripts/performance/utils/executors.py
+    (4-GPU nodes, i.e. GB200: --segment = nodes up to 18, else the largest divisor <= 18);
+    Slurm topology.conf(5), topology/block (BlockSizes, --segment)."""
 
     def __post_init__(self) -> None:
         _positive(

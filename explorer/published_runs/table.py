@@ -105,6 +105,9 @@ class PublishedRun(BaseModel):
     offload_layers: int = Field(default=0, ge=0)
     cuda_graphs: str = ""
     torch_compile: bool = False
+    norm_type: str = ""
+    """torchtitan's [model] norm_type where the run's train config sets one ("fused_rmsnorm":
+    a Triton kernel; empty: the framework's default)."""
     async_tp: bool = False
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] = "alltoall"
     moe_a2a_overlap: bool = False

@@ -120,7 +120,10 @@ def helix_decode_step(
     hbm = a.hbm_efficiency * cluster.gpu.hbm_bytes_per_s
     memory_s = base.memory_s - (ffn + experts + kv) * keep / hbm
     compute_s = base.compute_s - _split_flops_s(case, shape, b, context) * keep
-    roofline = Roofline(compute_s, memory_s, _comm_s(case, shape, b, n, kvp))
+    # what running the kernel classes one after another adds at KVP 1, kept as it is
+    serial = base.kernels_s - max(base.compute_s, base.memory_s) if base.kernels_s else 0.0
+    kernels = max(compute_s, memory_s) + max(0.0, serial)
+    roofline = Roofline(compute_s, memory_s, _comm_s(case, shape, b, n, kvp), kernels)
     routed = sum(layer_params(model, i).routed_experts for i in shape.layers)
     spare = 1.0 + layout.redundant_experts / model.n_routed_experts if model.is_moe else 1.0
     weights = shape.weights_bytes - (ffn + routed * spare / tpa * bpp) * keep
