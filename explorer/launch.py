@@ -206,9 +206,15 @@ def _megatron_precision(workload: TrainingWorkload) -> list[str]:
             "# explorer: precision=bf16-pure: Megatron keeps fp32 master weights anyway",
         ],
         "fp8-mixed": ["--bf16", "--fp8-format hybrid", *_BF16_MOMENTS],
+        # Megatron-Core TransformerConfig fp4 / fp4_recipe (Transformer Engine NVFP4BlockScaling)
+        "nvfp4-mixed": ["--bf16", "--fp4-format e2m1", "--fp4-recipe nvfp4"],
     }[workload.precision]
     if workload.precision == "fp32":
         return flags
+    if workload.bf16_layers_at_start or workload.bf16_layers_at_end:
+        flags = [*flags, "--first-last-layers-bf16",
+                 f"--num-layers-at-start-in-bf16 {workload.bf16_layers_at_start}",
+                 f"--num-layers-at-end-in-bf16 {workload.bf16_layers_at_end}"]  # fmt: skip
     if grad_dtype(workload) == "bf16":
         return [*flags, "--grad-reduce-in-bf16"]
     return [*flags, "--accumulate-allreduce-grads-in-fp32"]
@@ -387,6 +393,8 @@ def _torchtitan_training(layout: Layout, workload: TrainingWorkload) -> list[str
     lines += _torchtitan_recipe_comments(layout)
     if workload.precision == "fp8-mixed":
         lines += ["", "[model]", 'converters = ["float8"]']
+    if workload.precision == "nvfp4-mixed":  # torchtitan components/quantization/nvfp4.py
+        lines += ["", "[model]", 'converters = ["nvfp4"]']
     return lines
 
 

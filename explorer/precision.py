@@ -8,6 +8,14 @@ from types import MappingProxyType
 from explorer.specs import GradDType, Precision, PrecisionPolicy
 from explorer.units import BYTES_PER_DTYPE
 
+NVFP4_BYTES_PER_ELEMENT = 0.5 + 1 / 16
+"""Bytes per element of one NVFP4 copy: a 4-bit E2M1 value and a 1-byte E4M3 scale per 16
+elements (the FP32 tensor scale is one per tensor). Source: Transformer Engine
+NVFP4BlockScaling docstring; docs/features/low_precision_training/nvfp4/nvfp4.rst."""
+LOW_PRECISION_COMPUTE = ("fp8", "fp4")
+"""GEMM formats under which only the linear layers' GEMMs run low-precision: the router, the LM
+head and the attention core stay in BF16 (explorer.compute.kernels)."""
+
 _POLICIES = MappingProxyType(
     {
         "fp32": PrecisionPolicy(
@@ -53,6 +61,27 @@ _POLICIES = MappingProxyType(
             compute="fp8",
             source="DeepSeek-V3 report (arXiv:2412.19437) sec. 3.3.3: FP8 GEMMs, fp32 master "
             "weights and grads, bf16 AdamW moments.",
+        ),
+        "nvfp4-mixed": PrecisionPolicy(
+            name="nvfp4-mixed",
+            param_bytes=2,  # bf16 weights; the NVFP4 copies are the gemm_weight_copy_bytes
+            grad_bytes=4,  # fp32 main grads (Megatron-LM default; grad_dtype bf16 overrides)
+            master_bytes=4,
+            optimizer_bytes=8,  # fp32 Adam moments (Megatron-Bridge bf16_mixed underneath)
+            activation_bytes=2,
+            compute="fp4",
+            gemm_input_bytes=NVFP4_BYTES_PER_ELEMENT,
+            gemm_weight_copy_bytes=2 * NVFP4_BYTES_PER_ELEMENT,
+            source=(
+                "NVIDIA, Pretraining LLMs with NVFP4 (arXiv:2509.25149); Transformer Engine "
+                "NVFP4BlockScaling (transformer_engine/common/recipe/__init__.py): the linear "
+                "layers' Fprop, Dgrad and Wgrad GEMMs in NVFP4 (E2M1, an E4M3 scale per 16 "
+                "elements, an FP32 scale per tensor; 16 x 16 blocks for weights; random "
+                "Hadamard transforms on the Wgrad inputs; stochastic rounding of gradients); "
+                "attention, norms, the router and the LM head in BF16; Megatron-Bridge "
+                "bf16_with_nvfp4_mixed (training/mixed_precision.py): no blocks kept in BF16 "
+                "(first_last_layers_bf16 False)."
+            ),
         ),
     }
 )

@@ -13,7 +13,7 @@ from typing import Literal
 from explorer.limits import MAX_GPUS, MAX_LAYERS, check_at_most
 from explorer.pipeline_layout import parse_pipeline_layout
 
-Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed"]
+Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "fp8-mixed", "nvfp4-mixed"]
 Recompute = Literal["none", "selective", "full"]
 ScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev"]
 ZeroStage = Literal[0, 1, 2, 3]
@@ -39,7 +39,9 @@ Fp8Recipe = Literal["delayed", "current", "blockwise", "mxfp8"]
 MESH_ORDER: tuple[MeshAxis, ...] = ("tp", "cp", "ep", "dp", "pp")
 """Default placement of process groups on ranks, innermost (fastest-varying) first."""
 
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16-mixed", "bf16-pure", "fp8-mixed")
+PRECISIONS: tuple[Precision, ...] = (
+    "fp32", "bf16-mixed", "bf16-pure", "fp8-mixed", "nvfp4-mixed",
+)  # fmt: skip
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
 SCHEDULES: tuple[ScheduleName, ...] = (
     "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev",
@@ -311,7 +313,7 @@ class ModelSpec:
         return None
 
 
-GemmDType = Literal["bf16", "fp8", "tf32"]
+GemmDType = Literal["bf16", "fp8", "tf32", "fp4"]
 """GEMM input formats with a tensor-core peak in GpuSpec."""
 
 
@@ -781,10 +783,23 @@ class TrainingWorkload:
     """Named precision policy (see explorer.precision)."""
     grad_dtype: GradDType | None = None
     """Gradient accumulation buffer dtype; None means the precision policy's default."""
+    bf16_layers_at_start: int = 0
+    """Transformer blocks at the start of the model whose linear layers stay in BF16 under an
+    FP8 or NVFP4 policy (Megatron-Core first_last_layers_bf16 with num_layers_at_start_in_bf16;
+    NVIDIA's 12B NVFP4 run kept its first two, arXiv:2509.25149). 0: none (Megatron-Bridge's
+    performance recipes)."""
+    bf16_layers_at_end: int = 0
+    """The same at the end (num_layers_at_end_in_bf16): the NVFP4 paper keeps the final blocks,
+    under ~15% of them, in BF16; torchtitan's NVFP4 recommendation the final ~15%
+    (components/quantization/nvfp4.md)."""
 
     def __post_init__(self) -> None:
         _positive(self, "seq_len", "global_batch_size")
         _bounded(self, "seq_len", "global_batch_size")
+        _non_negative(self, "bf16_layers_at_start", "bf16_layers_at_end")
+        for name in ("bf16_layers_at_start", "bf16_layers_at_end"):
+            if getattr(self, name) > MAX_LAYERS:
+                raise ValueError(f"{name} must be at most {MAX_LAYERS}, got {getattr(self, name)}")
 
     @property
     def tokens_per_step(self) -> int:
@@ -826,7 +841,15 @@ class PrecisionPolicy:
     """Adam first plus second moment."""
     activation_bytes: float
     """Saved activations."""
-    compute: Literal["tf32", "bf16", "fp8"]
+    compute: Literal["tf32", "bf16", "fp8", "fp4"]
     """Tensor-core format of the GEMMs (picks the peak FLOP/s)."""
     source: str = field(default="")
     """Where the recipe comes from."""
+    gemm_input_bytes: float | None = None
+    """Bytes per element of a low-precision GEMM's saved input as the recipe stores it (what
+    the memory model uses where its assumptions leave ``fp8_linear_input_bytes`` unset);
+    None: the activation dtype."""
+    gemm_weight_copy_bytes: float = 0.0
+    """Bytes per GEMM weight of the quantized weight copies the recipe caches across
+    micro-batches beside the working weights (the memory model's ``fp8_weight_copy_bytes``
+    where its assumptions leave the storage unset)."""

@@ -355,6 +355,7 @@ def _recipes(rng: random.Random, model, lay: Layout) -> dict[str, object]:
 def _sample_layouts(model_id: str, count: int) -> list[tuple[Layout, TrainingWorkload]]:
     """Layouts drawn from the search space's choices (SearchSpace defaults) on 64 and 256 GPUs."""
     model, space, rng = load_model(model_id), SearchSpace(), random.Random(model_id)
+    later = random.Random(f"{model_id}:later precisions")  # keeps rng's draws as they were
     out = []
     while len(out) < count:
         gpus = rng.choice((64, 256))
@@ -383,9 +384,12 @@ def _sample_layouts(model_id: str, count: int) -> list[tuple[Layout, TrainingWor
         )  # fmt: skip
         layout = replace(layout, **_recipes(rng, model, layout))  # type: ignore[arg-type]
         gbs = layout.micro_batch_size * dp * rng.choice((1, 4, 16))
+        precision = rng.choice(PRECISIONS[:4])
+        if later.random() < 0.2:
+            precision = later.choice(PRECISIONS[4:])
         work = TrainingWorkload(
             seq_len=rng.choice((4096, 8192)), global_batch_size=gbs,
-            precision=rng.choice(PRECISIONS), grad_dtype=rng.choice((None, "bf16", "fp32")),
+            precision=precision, grad_dtype=rng.choice((None, "bf16", "fp32")),
         )  # fmt: skip
         out.append((layout, work))
     return out

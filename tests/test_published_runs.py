@@ -140,10 +140,12 @@ def _with(run_id: str, **change) -> PublishedRun:
     return PublishedRun.model_validate({**_raw_run(run_id), **change})
 
 
-def test_a_layout_the_core_expresses_carries_no_reason_and_nvfp4_one():
+def test_a_layout_the_core_expresses_carries_no_reason_and_an_unstated_recipe_one():
     assert scenario(_with("mbridge-25.11-h100-llama3-70b-fp8cs")).inexact == ()
-    reasons = scenario(_with("mbridge-26.04.01-gb200-llama3-70b-nvfp4")).inexact
-    assert any("NVFP4" in r for r in reasons)
+    nvfp4 = scenario(_with("mbridge-26.04.01-gb200-llama3-70b-nvfp4"))
+    assert nvfp4.inexact == () and nvfp4.workload.precision == "nvfp4-mixed"
+    reasons = scenario(_with("mbridge-25.09-h100-deepseek-v3")).inexact  # "fp8": not stated
+    assert any("recipe not stated" in r for r in reasons)
 
 
 def test_recompute_of_some_layers_is_megatron_full_recompute_with_the_block_method():

@@ -217,6 +217,16 @@ def test_bounds_never_exceed_the_estimate_when_dualpipe_computes_on_fewer_sms():
     _check_bounds_on_sampled_layouts(p, SM_SHARE)
 
 
+def test_bounds_never_exceed_the_estimate_with_nvfp4_and_bf16_end_blocks():
+    # NVFP4 on B200 with the first two and last eight blocks in BF16: the bounds take the
+    # NVFP4 blocks (the cheaper), the estimate every stage's own mix
+    work = TrainingWorkload(seq_len=8192, global_batch_size=512, precision="nvfp4-mixed",
+                            bf16_layers_at_start=2, bf16_layers_at_end=8)  # fmt: skip
+    p = Problem(model=load_model("llama-3.1-70b"), cluster=load_cluster("dgx-b200", 8),
+                workload=work, num_gpus=64)  # fmt: skip
+    _check_bounds_on_sampled_layouts(p, DEFAULT_ESTIMATE_ASSUMPTIONS)
+
+
 def _check_bounds_on_sampled_layouts(
     p: Problem, assumptions, candidates: list[Candidate] | None = None
 ) -> None:

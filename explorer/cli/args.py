@@ -268,6 +268,12 @@ def add_workload(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed")
     group.add_argument("--grad-dtype", choices=("fp32", "bf16"), default=None)
+    for end in ("start", "end"):
+        group.add_argument(
+            f"--bf16-layers-at-{end}", type=int, default=None, metavar="N",
+            help=f"blocks at the {end} of the model kept in BF16 under fp8-mixed / nvfp4-mixed "
+            "(Megatron-Core first_last_layers_bf16)",
+        )  # fmt: skip
 
 
 def workload_from(args: argparse.Namespace) -> TrainingWorkload:
@@ -276,6 +282,8 @@ def workload_from(args: argparse.Namespace) -> TrainingWorkload:
         global_batch_size=args.gbs,
         precision=args.precision,
         grad_dtype=args.grad_dtype,
+        bf16_layers_at_start=getattr(args, "bf16_layers_at_start", None) or 0,
+        bf16_layers_at_end=getattr(args, "bf16_layers_at_end", None) or 0,
     )
 
 

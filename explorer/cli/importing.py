@@ -30,7 +30,10 @@ LAYOUT_DESTS = (
     "tp", "pp", "dp", "cp", "ep", "etp", "zero", "schedule", "virtual", "recompute",
     "sequence_parallel", "mbs", *RECIPE_DESTS,
 )  # fmt: skip
-WORKLOAD_DESTS = ("seq", "gbs", "precision", "grad_dtype", "model", "gpus")
+WORKLOAD_DESTS = (
+    "seq", "gbs", "precision", "grad_dtype", "bf16_layers_at_start", "bf16_layers_at_end",
+    "model", "gpus",
+)  # fmt: skip
 IMPORT_HELP = (
     "take {what} from a user's launch settings (Megatron-LM argument line, Megatron-Bridge / "
     "NeMo YAML, or torchtitan TOML); flags given on the command line override them"
@@ -75,6 +78,8 @@ def _imported_value(imported: Imported, dest: str) -> Any:
         "sequence_parallel": ("sequence_parallel", "on" if lay.sequence_parallel else "off"),
         "seq": ("seq_len", work.seq_len), "gbs": ("global_batch_size", work.global_batch_size),
         "precision": ("precision", work.precision), "grad_dtype": ("grad_dtype", work.grad_dtype),
+        "bf16_layers_at_start": ("bf16_layers_at_start", work.bf16_layers_at_start),
+        "bf16_layers_at_end": ("bf16_layers_at_end", work.bf16_layers_at_end),
     }  # fmt: skip
     if dest in RECIPE_DESTS:
         return _recipe_value(imported, dest)

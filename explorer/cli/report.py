@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_assume(parser)
     add_calibration(parser)
     # a report's scenario holds no expert TP or gradient dtype (see _unsupported)
-    dests = tuple(d for d in LAYOUT_DESTS + WORKLOAD_DESTS if d not in ("etp", "grad_dtype"))
+    held = ("etp", "grad_dtype", "bf16_layers_at_start", "bf16_layers_at_end")
+    dests = tuple(d for d in LAYOUT_DESTS + WORKLOAD_DESTS if d not in held)
     add_import(parser, dests)
 
 
@@ -143,6 +144,8 @@ def _unsupported(args: argparse.Namespace) -> None:
         raise ValueError("--etp is not part of a report's scenario yet; leave it at 1")
     if args.grad_dtype is not None:
         raise ValueError("--grad-dtype is not part of a report's scenario; leave it out")
+    if getattr(args, "bf16_layers_at_start", None) or getattr(args, "bf16_layers_at_end", None):
+        raise ValueError("--bf16-layers-at-start/-end are not part of a report's scenario yet")
     if getattr(args, "scale_up_domain", None) is not None:
         raise ValueError(
             "--scale-up-domain is not part of a report's scenario; the GPU preset's is used"

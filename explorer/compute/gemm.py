@@ -24,6 +24,10 @@ one: its share caps every shape (the ceiling; where the model's losses at the an
 than at another shape, the search would have found that shape faster). Clocks: the measured
 figures ran at whatever clock the GPU held under that load (power-limited, not the boost
 clock), so the anchor carries the sustained clock.
+FP4 (NVFP4) GEMMs run at the FP4 dense peak. No B200 or GB200 NVFP4 GEMM measurement is
+published beside the BF16 and FP8 ones (the MAMF table has no FP4 column), so where no FP4 point
+is given (a calibration file's) they take the FP8 anchors' shares of their own peak: an
+assumption (``FP4_SHARE_FROM_FP8``). Its fixed work per wave is the FP8 one in k-elements.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 
+from explorer.precision import NVFP4_BYTES_PER_ELEMENT
 from explorer.specs import GemmDType, GemmPoint, GpuSpec, KernelFigures
 
 GENERIC_KERNELS = KernelFigures(num_sms=132, source="H100-like defaults")
@@ -40,6 +45,21 @@ GENERIC_KERNELS = KernelFigures(num_sms=132, source="H100-like defaults")
 GENERIC_CEILING = 0.8
 """Large-GEMM share of peak where no measurement exists. Source: ml-engineering MAMF table,
 BF16 across NVIDIA A100-B200: 73-87% (H100 SXM 80.3%)."""
+FP4_SHARE_FROM_FP8 = True
+"""Assumption: an FP4 GEMM without an FP4 anchor reaches the share of the FP4 peak that the FP8
+anchors reach of the FP8 peak (2x the FP8 rate where the peaks are 2x apart, B200 / GB200).
+For scale: Transformer Engine's published B300 run (docs/examples/gemm_profiling, a 5B model's
+12 GEMMs, pre-quantized inputs) had NVFP4 1.90x faster than MXFP8 where B300's FP4 peak is 3x
+its FP8 one; no such figure is published for B200 or GB200."""
+BLOCK_SCALED_GEMM_SHARE: dict[str, float] = {"mxfp8": 6.812 / 7.161, "nvfp4": 6.812 / 7.161}
+"""Block-scaled GEMMs (a scale per 32 or 16 elements applied in the MMA) against the per-tensor
+scaled FP8 GEMMs the Blackwell anchors measured (MAMF: torch._scaled_mm, one scale per tensor),
+by recipe. Source: Transformer Engine's published B300 benchmark (docs/examples/gemm_profiling/
+gemm_profiling.rst, a 5B model's 12 GEMMs per layer at M = 15,872, pre-quantized inputs: the
+kernels alone): MXFP8 7.161 ms against FP8 current scaling 6.812 ms per layer, 0.951; B300's
+FP8 tensor cores are B200's. NVFP4 (an E4M3 scale per 16 elements) is taken at MXFP8's share:
+an assumption. Recipes not named (per-tensor; blockwise, whose H800 anchor is DeepGEMM's own
+blockwise kernel): 1."""
 SMALL_M_TILE_NS = tuple(range(16, 129, 8))
 """Narrow tile widths kernels choose for small m. Source: DeepGEMM (deepseek-ai/DeepGEMM,
 deep_gemm/jit_kernels/gemm.py get_best_configs, commit 78cacf7): block_n in range(16, 129, 8),
@@ -95,16 +115,20 @@ def quantisation_share(m: float, n: float, figures: KernelFigures) -> float:
 def wave_overhead(dtype: str, figures: KernelFigures) -> float:
     """Fixed work per wave outside the main loop, in FLOPs at the main-loop rate (the whole
     GPU's): ``k_overhead`` k-elements of one reference tile on each SM."""
-    overhead = figures.fp8_k_overhead if dtype == "fp8" else figures.k_overhead
+    overhead = figures.fp8_k_overhead if dtype in ("fp8", "fp4") else figures.k_overhead
     return overhead * 2 * figures.tile_m * figures.tile_n * figures.num_sms
 
 
 def _anchor(
     m: float, n: float, k: float, dtype: str, points: tuple[GemmPoint, ...]
 ) -> tuple[GemmPoint, float] | None:
-    """The measured point of the same format (else BF16's) closest in log-shape, and the
-    highest share measured in that format (the ceiling)."""
-    same = [p for p in points if p.dtype == dtype] or [p for p in points if p.dtype == "bf16"]
+    """The measured point of the same format (else, for FP4, FP8's: ``FP4_SHARE_FROM_FP8``;
+    else BF16's) closest in log-shape, and the highest share measured in that format (the
+    ceiling)."""
+    same = [p for p in points if p.dtype == dtype]
+    if not same and dtype == "fp4" and FP4_SHARE_FROM_FP8:
+        same = [p for p in points if p.dtype == "fp8"]
+    same = same or [p for p in points if p.dtype == "bf16"]
     if not same:
         return None
 
@@ -182,8 +206,8 @@ def gemm_efficiency(
 
 def traffic_bytes(m: float, n: float, k: float, dtype: str) -> float:
     """HBM bytes of one GEMM: read A (m k) and B (k n) in the input format (1 byte FP8, 2
-    BF16, 4 TF32), write C (m n) in BF16."""
-    width = {"fp8": 1, "tf32": 4}.get(dtype, 2)
+    BF16, 4 TF32, NVFP4's 0.5 and an E4M3 scale per 16 elements), write C (m n) in BF16."""
+    width = {"fp8": 1, "tf32": 4, "fp4": NVFP4_BYTES_PER_ELEMENT}.get(dtype, 2)
     return width * (m * k + k * n) + 2 * m * n
 
 
@@ -199,11 +223,19 @@ def roofline_share(
 
 
 def peak_flops_per_s(gpu: GpuSpec, compute: str) -> float:
-    """Dense tensor-core peak of ``gpu`` for a GEMM format (tf32, bf16, fp8), FLOP/s.
+    """Dense tensor-core peak of ``gpu`` for a GEMM format (tf32, bf16, fp8, fp4), FLOP/s.
 
     The rate MFU and HFU are defined on. Source: vendor data sheets via GpuSpec; TF32 defaults
-    to half of BF16 and FP8 without tensor cores falls back to BF16.
+    to half of BF16 and FP8 without tensor cores falls back to BF16. FP4 without FP4 tensor
+    cores is a ValueError (one sentence): NVFP4 training needs them.
     """
+    if compute == "fp4":
+        if not gpu.fp4_flops_per_s:
+            raise ValueError(
+                f"the {gpu.name} has no FP4 tensor cores: NVFP4 training (nvfp4-mixed) needs a "
+                "Blackwell GPU (B200, GB200); use fp8-mixed or bf16-mixed"
+            )
+        return gpu.fp4_flops_per_s
     if compute == "fp8" and gpu.fp8_flops_per_s:
         return gpu.fp8_flops_per_s
     if compute == "tf32":

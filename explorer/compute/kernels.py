@@ -10,7 +10,9 @@ m = T/tp x top-k x ep etp / E tokens (Megatron-Core's all-to-all dispatcher, eve
 Backward: the input gradient runs T x k x n, the weight gradient n x k x T (k = T, per expert
 for grouped GEMMs). Efficiency: explorer.compute.gemm. Layers that stay in BF16 under an FP8
 policy: the router and the LM head (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.3.1;
-Transformer Engine runs only its own linear layers in FP8).
+Transformer Engine runs only its own linear layers in FP8); the same under NVFP4 (NVIDIA,
+arXiv:2509.25149: only the linear layers' GEMMs in NVFP4, embeddings and the output head in
+BF16).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from functools import lru_cache
 
 from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
 from explorer.flops import attention_projection_weights
+from explorer.precision import LOW_PRECISION_COMPUTE
 from explorer.specs import GemmDType, GpuSpec, Layout, ModelSpec
 
 
@@ -32,7 +35,7 @@ class Gemm:
     k: float
     groups: int = 1
     bf16: bool = False
-    """Stays in BF16 under an FP8 policy."""
+    """Stays in BF16 under an FP8 or NVFP4 policy."""
     expert: bool = False
     """A routed expert's (grouped) GEMM."""
     input_copies: int = 1
@@ -133,7 +136,7 @@ def _one(
         eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bandwidth))
         return max(floor, 2.0 * m * n * k * groups / (peak * eff))
 
-    casts = 0.0 if fmt != "fp8" else 1.0
+    casts = 1.0 if fmt in LOW_PRECISION_COMPUTE else 0.0
     return GemmTimes(
         forward_s=seconds(g.m, g.n, g.k, g.groups),
         dgrad_s=seconds(g.m, g.k, g.n, g.groups),
@@ -154,16 +157,19 @@ def gemm_times(
     scale: float = 1.0,
     cap: float = 1.0,
     call_s: float = 0.0,
+    low_precision_scale: float = 1.0,
 ) -> tuple[GemmTimes, GemmTimes]:
     """(dense GEMMs, routed-expert GEMMs) seconds of a block per micro-batch; BF16 layers run
-    in BF16 whatever ``fmt``. Efficiencies are multiplied by ``scale`` and held at most at
-    ``cap``; an expert GEMM issued as separate per-expert calls lasts at least ``call_s``
-    per call and pass (``ComputeAssumptions.grouped_gemm_call_s``). Source: module
-    docstring."""
+    in BF16 whatever ``fmt``. Efficiencies are multiplied by ``scale`` (the FP8 / FP4 ones also
+    by ``low_precision_scale``: the recipe's block scaling) and held at most at ``cap``; an
+    expert GEMM issued as separate per-expert calls lasts at least ``call_s`` per call and pass
+    (``ComputeAssumptions.grouped_gemm_call_s``). Source: module docstring."""
     dense, expert = GemmTimes(), GemmTimes()
+    low_scale = scale * low_precision_scale if fmt in LOW_PRECISION_COMPUTE else scale
     for g in gemms:
-        t_fmt: GemmDType = "bf16" if g.bf16 and fmt == "fp8" else fmt
-        t = _one(g, t_fmt, gpu, bandwidth, scale, cap, call_s)
+        low = g.bf16 and fmt in LOW_PRECISION_COMPUTE
+        t_fmt: GemmDType = "bf16" if low else fmt
+        t = _one(g, t_fmt, gpu, bandwidth, scale if low else low_scale, cap, call_s)
         if g.expert:
             expert = expert + t
         else:

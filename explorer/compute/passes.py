@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAssumptions
 from explorer.compute.attention import BACKWARD_FLOPS_RATIO, FP8_SHARE_RATIO, attention_share
-from explorer.compute.casts import cast_bytes
+from explorer.compute.casts import CastRecipe, cast_bytes
 from explorer.compute.elementwise import stage_traffic
 from explorer.compute.framework import (
     foreach_adam_bytes_per_param,
@@ -29,7 +29,12 @@ from explorer.compute.framework import (
     issue_bound_s,
     loss_elements,
 )
-from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
+from explorer.compute.gemm import (
+    BLOCK_SCALED_GEMM_SHARE,
+    gemm_efficiency,
+    kernel_figures,
+    peak_flops_per_s,
+)
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
 from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
@@ -96,6 +101,14 @@ class PassTimes:
         return self.backward_input_s + self.weight_s + self.recompute_s
 
 
+def cast_recipe(ctx: ComputeContext) -> CastRecipe:
+    """The recipe whose casts the GEMM inputs pay: NVFP4 under an FP4 policy (Transformer
+    Engine's only FP4 training recipe), else the FP8 recipe assumed or the GPU's default."""
+    if ctx.policy.compute == "fp4":
+        return "nvfp4"
+    return ctx.assumptions.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
+
+
 def all_to_alls_overlap(layout: Layout) -> bool:
     """Whether EP all-to-alls run beside the compute (DualPipe or DualPipeV with EP), holding
     some SMs (``ComputeAssumptions.comm_sm_share``). Source: DeepSeek-V3 report sec. 3.2.2;
@@ -114,13 +127,15 @@ class _Kinds:
     head_efficiency: float
 
 
-def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
-    """The block kinds' GEMM seconds for ``ctx`` (cached on what they read of it)."""
+def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
+    """The block kinds' GEMM seconds for ``ctx`` (cached on what they read of it); ``bf16``:
+    of its blocks kept in BF16."""
     layout, a = ctx.layout, ctx.assumptions
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
-        layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
-        a.gemm_efficiency_scale, a.max_efficiency, a.grouped_gemm_call_s,
+        layout.micro_batch_size, ctx.workload.seq_len, "bf16" if bf16 else ctx.policy.compute,
+        bandwidth, a.gemm_efficiency_scale, a.max_efficiency, a.grouped_gemm_call_s,
+        BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0),
     )  # fmt: skip
 
 
@@ -139,12 +154,13 @@ def _kinds_of(
     scale: float,
     cap: float,
     call_s: float = 0.0,
+    block_share: float = 1.0,
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe))
-        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s)
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s, block_share)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
@@ -255,7 +271,15 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     bandwidth = ctx.gpu.hbm_bytes_per_s * a.hbm_efficiency
     k = _kinds(ctx, bandwidth)
     moe, dense = work.num_moe_layers, work.num_layers - work.num_moe_layers
-    g = _stage_gemms(k, dense, moe, moe * ctx.moe_imbalance)
+    # blocks kept in BF16 (TrainingWorkload.bf16_layers_at_start / _at_end): their GEMMs in
+    # BF16, no casts; the rest in the policy's format
+    kb = _kinds(ctx, bandwidth, bf16=True) if work.bf16_layers else k
+    b_moe, b_dense = work.bf16_moe_layers, work.bf16_layers - work.bf16_moe_layers
+    l_moe, l_dense = moe - b_moe, dense - b_dense
+    imbalance = ctx.moe_imbalance
+    g = _stage_gemms(k, l_dense, l_moe, l_moe * imbalance)
+    if work.bf16_layers:
+        g = g + _stage_gemms(kb, b_dense, b_moe, b_moe * imbalance)
     peak = peak_flops_per_s(ctx.gpu, ctx.policy.compute)
     share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
     attention_f, attention_b = _attention_s(work, ctx)
@@ -274,7 +298,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     sort = 0.0  # the dispatcher's sort by local expert and back, each pass (compute.moe)
     if a.ep_chunk_sort and moe:
         sort = moe * ctx.moe_imbalance * chunk_sort_elements(ctx.model, layout) * per_element
-    recipe = a.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
+    recipe = cast_recipe(ctx)
     cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
     cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
     launches = g.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers
@@ -283,8 +307,9 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     linear_f = sms * g.forward_s
     blocks = linear_f + sms * attention_f + memory + cast_f + gap_f + extra_f + sort
     r = recompute_shares(ctx.model, layout, work.num_layers, moe, seq)
-    lin = sms * (dense * k.dense.forward_s + moe * k.moe.forward_s)  # dense GEMMs, routers
-    exp = sms * moe * ctx.moe_imbalance * k.experts.forward_s  # routed experts
+    lin = sms * (l_dense * k.dense.forward_s + l_moe * k.moe.forward_s)  # dense GEMMs, routers
+    lin += sms * (b_dense * kb.dense.forward_s + b_moe * kb.moe.forward_s)
+    exp = sms * imbalance * (l_moe * k.experts.forward_s + b_moe * kb.experts.forward_s)
     recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort)  # casts: GEMMs
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)

@@ -7,7 +7,7 @@ last (explorer.partition).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from explorer.counting import layer_params, mtp_module_params
@@ -37,6 +37,10 @@ class StageWork:
     """Parameters every data-parallel rank of the stage replicates (all but routed experts)."""
     expert_params: float
     """Routed-expert parameters."""
+    bf16_layers: int = 0
+    """Of the blocks, those whose linear layers stay in BF16 under an FP8 / NVFP4 policy."""
+    bf16_moe_layers: int = 0
+    """Of those, the MoE blocks."""
 
     @property
     def block_flops(self) -> float:
@@ -63,6 +67,8 @@ _WORK_FIELDS = (
     "head_flops",
     "dense_params",
     "expert_params",
+    "bf16_layers",
+    "bf16_moe_layers",
 )
 
 
@@ -121,12 +127,20 @@ def stage_work(
     first: bool,
     last: bool,
     causal: bool = True,
+    bf16_ends: tuple[int, int] = (0, 0),
 ) -> StageWork:
-    """Work of a stage holding blocks ``layers`` (plus embedding / head), per token.
+    """Work of a stage holding blocks ``layers`` (plus embedding / head), per token; of them,
+    the first ``bf16_ends[0]`` and last ``bf16_ends[1]`` blocks of the model count as BF16
+    blocks (``TrainingWorkload.bf16_layers_at_start`` / ``_at_end``).
 
     Source: per-block FLOPs of explorer.flops and parameters of explorer.counting.
     """
     total = _ends_work(model, seq_len, causal, first, last)
     for index in layers:
         total = total + _block_work(model, index, seq_len, causal)
-    return total
+    start, end = bf16_ends
+    kept = [i for i in layers if i < start or i >= model.num_hidden_layers - end]
+    if not kept:
+        return total
+    moe = sum(model.is_moe_layer(i) for i in kept)
+    return replace(total, bf16_layers=len(kept), bf16_moe_layers=moe)

@@ -7,8 +7,9 @@ axis is attributed on the bottleneck part (M times its per-micro-batch exposure)
 slowest tail's per-step exposure; the pipeline ramp's share stays in the bubble.
 FLOP convention: explorer.flops (matmuls only; causal attention halved unless
 ``ComputeAssumptions.causal_attention_flops`` is False). MFU and HFU are against the dense
-peak of the precision policy's GEMM format (bf16, fp8 or tf32): an fp8-mixed run's MFU is on
-the FP8 dense peak, its BF16 layers (LM head, router, attention core) included; HFU counts
+peak of the precision policy's GEMM format (bf16, fp8, fp4 or tf32): an fp8-mixed run's MFU is
+on the FP8 dense peak (nvfp4-mixed: the FP4 one), its BF16 layers (LM head, router, attention
+core) included; HFU counts
 recomputed FLOPs too (explorer.flops).
 """
 

@@ -184,7 +184,8 @@ def stage_times(
     memo: dict[StageWork, tuple[PassTimes, tuple[Collective, ...], float]] = {}
     out = []
     for index, (layers, first, last) in enumerate(parts(model, layout)):
-        work = stage_work(model, layers, workload.seq_len, first, last, causal)
+        ends = (workload.bf16_layers_at_start, workload.bf16_layers_at_end)
+        work = stage_work(model, layers, workload.seq_len, first, last, causal, ends)
         if work not in memo:  # stages of equal work (most of them) are timed once
             memo[work] = _time_work(work, model, cluster, layout, workload, assumptions, ctx)
         passes, collectives, optimizer = memo[work]

@@ -27,9 +27,20 @@ def _fp8_on(draft: Draft, recipe_name: str) -> bool:
     return setting.value is True or str(setting.value).strip().lower() not in _OFF
 
 
+def _fp4_on(draft: Draft, recipe_name: str) -> bool:
+    """Megatron-Core's fp4 (``--fp4-format e2m1``) or a Bridge recipe named for NVFP4."""
+    setting = draft.get("fp4")
+    draft.get("fp4_recipe")
+    if "fp4" in recipe_name:
+        return True
+    return setting is not None and str(setting.value).strip().lower() not in _OFF
+
+
 def _precision(draft: Draft, default: Precision | None) -> Precision | None:
     recipe_name = draft.text("mixed_precision") or ""
     trainer = draft.text("precision") or ""
+    if _fp4_on(draft, recipe_name):
+        return "nvfp4-mixed"
     if _fp8_on(draft, recipe_name):
         return "fp8-mixed"
     if draft.flag("bf16") or "bf16" in recipe_name or trainer.startswith("bf16"):
@@ -59,6 +70,18 @@ def read_precision(draft: Draft, default: Precision | None = None) -> None:
         )
     _optimizer_dtypes(draft, precision)
     _grad_dtype(draft, precision)
+    _bf16_layers(draft, precision)
+
+
+def _bf16_layers(draft: Draft, precision: Precision) -> None:
+    """Megatron-Core first_last_layers_bf16: the first and last N blocks (1 each by default,
+    TransformerConfig) keep BF16 linear layers under FP8 / FP4."""
+    start = draft.int("num_layers_at_start_in_bf16")
+    end = draft.int("num_layers_at_end_in_bf16")
+    if not draft.flag("first_last_layers_bf16") or precision not in ("fp8-mixed", "nvfp4-mixed"):
+        return
+    draft.workload["bf16_layers_at_start"] = 1 if start is None else start
+    draft.workload["bf16_layers_at_end"] = 1 if end is None else end
 
 
 def _dtype(draft: Draft, name: str) -> str | None:

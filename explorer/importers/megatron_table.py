@@ -59,6 +59,7 @@ ALIASES = MappingProxyType(
         "num_gpus_per_node": "gpus_per_node",  # Bridge perf scripts
         "nnodes": "num_nodes",  # torchrun
         "fp8_format": "fp8",  # Bridge and NeMo write the format under fp8
+        "fp4_format": "fp4",  # Megatron-LM's --fp4-format sets TransformerConfig.fp4
     }
 )
 """Other frameworks' names for a Megatron setting."""
@@ -137,6 +138,8 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
         "precision": Field("precision"),  # NeMo trainer.precision
         "mixed_precision": Field("precision"),  # Bridge recipe name
         "fp8_recipe": Field("precision"),
+        "fp4": Field("precision"),
+        "fp4_recipe": Field("precision"),
         "accumulate_allreduce_grads_in_fp32": Field("grad_dtype"),
         "grad_reduce_in_bf16": Field("grad_dtype"),
         "main_grads_dtype": Field("grad_dtype"),
@@ -144,16 +147,15 @@ TABLE: MappingProxyType[str, Field | Unsupported | Ignored] = MappingProxyType(
         "exp_avg_dtype": Field("precision"),
         "exp_avg_sq_dtype": Field("precision"),
         "main_params_dtype": Field("precision"),
-        "fp4": Unsupported("FP4 training is not a precision the tool models"),
         "fp8_param_gather": Unsupported(
             "FP8 weight copies are not modelled; the tool keeps and gathers bf16 weights"
         ),
         "fp8_param": Unsupported(
             "FP8 weight copies are not modelled; the tool keeps and gathers bf16 weights"
         ),
-        "first_last_layers_bf16": Unsupported("bf16 first and last layers run at FP8 speed"),
-        "num_layers_at_start_in_bf16": Unsupported("bf16 layers run at FP8 speed"),
-        "num_layers_at_end_in_bf16": Unsupported("bf16 layers run at FP8 speed"),
+        "first_last_layers_bf16": Field("precision"),
+        "num_layers_at_start_in_bf16": Field("precision"),
+        "num_layers_at_end_in_bf16": Field("precision"),
         # offload
         "cpu_offloading": Field("offload_layers"),
         "cpu_offloading_num_layers": Field("offload_layers"),

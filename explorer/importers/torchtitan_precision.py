@@ -69,6 +69,9 @@ def read_precision(draft: Draft) -> None:
         draft.workload["precision"] = "fp32"
         return
     draft.workload["precision"] = "fp8-mixed" if fp8 else "bf16-mixed"
+    if any("nvfp4" in c for c in _converters(draft)):  # torchtitan's NVFP4LinearConverter
+        draft.workload["precision"] = "nvfp4-mixed"
+        fp8 = False
     if draft.layout.get("zero") == 0:  # under FSDP the pytorch framework keeps no bf16 shard
         draft.say(
             "torchtitan without FSDP keeps fp32 parameters under autocast; the tool counts a "

@@ -63,7 +63,7 @@ from explorer.memory.temporaries import (
 from explorer.memory.tensors import activation_shape
 from explorer.partition import StagePlan, inflight_microbatches, loss_inflight, pipeline_plan
 from explorer.precision import precision_policy
-from explorer.specs import GpuSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.specs import GpuSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
 
 __all__ = [
     "CATEGORIES",
@@ -254,6 +254,20 @@ def _stage_memories(
     return tuple(found)
 
 
+def recipe_storage(a: TrainingAssumptions, policy: PrecisionPolicy) -> TrainingAssumptions:
+    """``a`` with the precision recipe's own low-precision storage (nvfp4-mixed: Transformer
+    Engine's saved NVFP4 inputs and cached weight copies, ``PrecisionPolicy.gemm_input_bytes``
+    / ``gemm_weight_copy_bytes``) where it states none, under Megatron-Core (TE)."""
+    te = a.framework == "megatron"
+    if not te or a.fp8_linear_input_bytes is not None or policy.gemm_input_bytes is None:
+        return a
+    return replace(
+        a,
+        fp8_linear_input_bytes=policy.gemm_input_bytes,
+        fp8_weight_copy_bytes=policy.gemm_weight_copy_bytes,
+    )
+
+
 def _setting(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -262,6 +276,7 @@ def _setting(
     assumptions: TrainingAssumptions,
 ) -> TrainingSetting:
     policy = precision_policy(workload.precision, workload.grad_dtype)
+    assumptions = recipe_storage(assumptions, policy)
     microbatches = microbatch_count(layout, workload)
     dense_shards, moe_shards = shard_groups(layout)
     communication = nccl_parts(model, layout, assumptions, expert_shards(layout))

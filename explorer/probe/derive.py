@@ -106,7 +106,9 @@ def fit_saturating(sizes: Sequence[float], shares: Sequence[float]) -> tuple[flo
 
 def _gemm_points(calibration: Calibration, compute: str) -> tuple[str, tuple[GemmPoint, ...]]:
     """The measured dtype that stands for the core's GEMM format, and its points."""
-    choices = {"bf16": ("bf16", "fp16"), "fp8": ("fp8",), "tf32": ("tf32", "fp32")}[compute]
+    choices = {"bf16": ("bf16", "fp16"), "fp8": ("fp8",), "tf32": ("tf32", "fp32")}.get(
+        compute, (compute,)
+    )  # fp4: a file's fp4 points, when a probe measures them
     for dtype in choices:
         points = calibration.gemm_points(dtype)
         if points:

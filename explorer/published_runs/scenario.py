@@ -18,11 +18,13 @@ from explorer.compute.assumptions import AttentionKernel
 from explorer.compute.framework import ComputeFramework
 from explorer.compute.gemm import kernel_figures
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
+from explorer.precision import NVFP4_BYTES_PER_ELEMENT
 from explorer.presets import load_cluster, load_gpu, load_model
-from explorer.published_runs.table import PER_TENSOR_FP8, ZERO_OF_SHARDING, PublishedRun
+from explorer.published_runs.table import ZERO_OF_SHARDING, PublishedRun
 from explorer.specs import (
     RECOMPUTE_MODULES,
     ClusterSpec,
+    Fp8Recipe,
     Layout,
     ModelSpec,
     Precision,
@@ -50,16 +52,29 @@ class Scenario:
     leaves them out)."""
 
 
-def _precision(run: PublishedRun) -> tuple[Precision, list[str]]:
+FP8_RECIPE_OF: Final[dict[str, Fp8Recipe]] = {
+    "fp8-cs": "current",
+    "fp8-delayed": "delayed",
+    "fp8-tensorwise": "current",  # torchao dynamic scaling: this tensor's amax, then the cast
+    "fp8-blockwise": "blockwise",
+    "mxfp8": "mxfp8",
+}
+"""The published FP8 recipe as the cast model's (explorer.compute.casts). Sources: Transformer
+Engine Float8CurrentScaling / DelayedScaling / Float8BlockScaling / MXFP8BlockScaling; torchao
+float8 tensorwise (dynamic) scaling."""
+
+
+def _precision(run: PublishedRun) -> tuple[Precision, Fp8Recipe | None, list[str]]:
+    """The policy, the FP8 recipe its casts follow (None: the GPU's default) and what differs."""
     if run.precision == "bf16":
-        return "bf16-mixed", []
-    if run.precision in PER_TENSOR_FP8:
-        return "fp8-mixed", []
-    reason = {
-        "fp8": "FP8 recipe not stated: timed as per-tensor FP8",
-        "nvfp4": "NVFP4 not modelled: timed as FP8",
-    }.get(run.precision, f"{run.precision} scaling not modelled: timed as per-tensor FP8")
-    return "fp8-mixed", [reason]
+        return "bf16-mixed", None, []
+    if run.precision == "nvfp4":
+        return "nvfp4-mixed", None, []
+    if run.precision in FP8_RECIPE_OF:
+        return "fp8-mixed", FP8_RECIPE_OF[run.precision], []
+    if run.precision == "fp8":
+        return "fp8-mixed", None, ["FP8 recipe not stated: timed with the GPU's default recipe"]
+    return "fp8-mixed", None, [f"{run.precision} scaling not modelled: timed as FP8"]
 
 
 def _recompute(run: PublishedRun) -> tuple[dict[str, Any], list[str]]:
@@ -154,7 +169,7 @@ TE_FP8_ELEMENT_BYTES: Final = {
     "fp8": 1.0,  # per-tensor scale
     "mxfp8": 1.0 + 1 / 32,  # an E8M0 scale per 32 elements (OCP MX spec)
     "fp8-blockwise": 1.0 + 4 / 128,  # an fp32 scale per 1 x 128 tile
-    "nvfp4": 1.0,  # taken as FP8, as its time is
+    "nvfp4": NVFP4_BYTES_PER_ELEMENT,  # E2M1 and an E4M3 scale per 16 elements
 }
 """Bytes per element of a GEMM input or weight Transformer Engine quantizes, by recipe."""
 
@@ -165,13 +180,16 @@ def _te_fp8(run: PublishedRun) -> dict[str, Any]:
 
     Megatron-Bridge's FP8 configs (bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed)
     set fp8_param_gather: the FP8 weights replace the bf16 ones (2 x width - 2 bytes more per
-    weight); other sources do not say, and no copies are counted for them.
+    weight); other sources do not say, and no copies are counted for them. Its NVFP4 config
+    (bf16_with_nvfp4_mixed) sets fp4_param_gather: the two NVFP4 copies (1.125 bytes) replace
+    the bf16 weights, 0.875 bytes less per weight, which the memory model cannot subtract: 0
+    more (the saving is left out).
     """
     width = TE_FP8_ELEMENT_BYTES.get(run.precision)
     te = run.framework not in PYTORCH_FRAMEWORKS and run.activation_recipe == "standard"
     if width is None or not te:
         return {}
-    copies = 2 * width - 2 if run.framework == "Megatron-Bridge" else 0.0
+    copies = max(0.0, 2 * width - 2) if run.framework == "Megatron-Bridge" else 0.0
     return {"fp8_linear_input_bytes": width, "fp8_weight_copy_bytes": copies}
 
 
@@ -190,7 +208,7 @@ local expert, ``ComputeAssumptions.grouped_gemm_call_s``); the others run a sing
 grouped kernel (DeepSeek's DeepGEMM, torch._grouped_mm)."""
 
 
-def _assumptions(run: PublishedRun) -> EstimateAssumptions:
+def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
         base.memory,
@@ -208,6 +226,7 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
         attention_kernel=_attention_kernel(run),
         cuda_graphs=FULL_CUDA_GRAPHS in run.cuda_graphs,
         fused_norm=run.norm_type == "fused_rmsnorm",
+        fp8_recipe=recipe or base.compute.fp8_recipe,
     )
     if run.moe_a2a_overlap:  # --overlap-moe-expert-parallel-comm: DualPipe's batch-level overlap
         comm = replace(comm, ep_overlap=comm.dualpipe_ep_overlap)
@@ -228,7 +247,7 @@ def scenario(run: PublishedRun) -> Scenario:
     """The core's inputs for a run, with what they change and leave out."""
     overrides: dict[str, Any] = dict(run.model_overrides)
     model = replace(load_model(run.model), **overrides)
-    precision, inexact = _precision(run)
+    precision, fp8_recipe, inexact = _precision(run)
     recipe, more = _recompute(run)
     if run.pipeline_layout:
         recipe["pipeline_layout"] = run.pipeline_layout
@@ -251,7 +270,7 @@ def scenario(run: PublishedRun) -> Scenario:
         cluster=_cluster(run),
         layout=layout,
         workload=workload,
-        assumptions=_assumptions(run),
+        assumptions=_assumptions(run, fp8_recipe),
         inexact=tuple(inexact + more),
         unmodelled=_unmodelled(run),
     )

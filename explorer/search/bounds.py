@@ -94,8 +94,11 @@ class Bounds:
         self.p, self.a, self.floor = problem, assumptions, floor
         self.ctx = Contexts(problem, assumptions)
         m = problem.model
-        self._block_kinds = {m.is_moe_layer(i): i for i in range(m.num_hidden_layers)}
-        """A block of each kind (MoE or not): the last of its kind."""
+        w, n = problem.workload, m.num_hidden_layers
+        low = [i for i in range(n) if w.bf16_layers_at_start <= i < n - w.bf16_layers_at_end]
+        self._block_kinds = {m.is_moe_layer(i): i for i in [*range(n), *low]}
+        """A block of each kind (MoE or not): the last of its kind outside the BF16 blocks
+        where there is one (the cheaper, so the bounds stay bounds)."""
         self._parts: dict[Candidate, _Parts] = {}
         self._units: dict[tuple[int, int, int, int, int, Recompute], Unit] = {}
         self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}

@@ -127,7 +127,10 @@ class Contexts:
         if key not in self._works:  # cached here: stage_work's own cache hashes the model
             causal = self.a.compute.causal_attention_flops
             w = self.p.workload
-            self._works[key] = stage_work(self.p.model, layers, w.seq_len, first, last, causal)
+            ends = (w.bf16_layers_at_start, w.bf16_layers_at_end)
+            self._works[key] = stage_work(
+                self.p.model, layers, w.seq_len, first, last, causal, ends
+            )
         return self._works[key]
 
     @cached_property

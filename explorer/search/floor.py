@@ -18,6 +18,7 @@ framework behaviour gives). Tests compare both with ``training_memory`` on sampl
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from explorer.estimate import EstimateAssumptions
@@ -26,7 +27,7 @@ from explorer.memory.frameworks import framework_behaviour
 from explorer.memory.setting import nccl_parts
 from explorer.memory.states import HeldParams, ModelStates, stage_model_states, stage_params
 from explorer.memory.tensors import ActivationShape
-from explorer.memory.training import fixed_overheads
+from explorer.memory.training import fixed_overheads, recipe_storage
 from explorer.mesh import Candidate, Problem
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
@@ -50,9 +51,11 @@ class MemoryFloor:
     """Peak-memory lower bounds for one problem's candidates, with caches."""
 
     def __init__(self, problem: Problem, assumptions: EstimateAssumptions) -> None:
-        self.p, self.a = problem, assumptions
         w = problem.workload
         self.policy = precision_policy(w.precision, w.grad_dtype)
+        memory = recipe_storage(assumptions.memory, self.policy)  # as explorer.memory does
+        self.p, self.a = problem, replace(assumptions, memory=memory)
+        assumptions = self.a
         self.fixed = fixed_overheads(problem.cluster.gpu, assumptions.memory).total_bytes
         self.persistent_grads = framework_behaviour(assumptions.memory).persistent_grad_buffer
         self._fixed_cache: dict[tuple[int, ...], float] = {}

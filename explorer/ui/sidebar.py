@@ -53,11 +53,14 @@ PRECISION_LABELS = {
     "bf16-mixed": "BF16 mixed",
     "bf16-pure": "BF16 pure",
     "fp8-mixed": "FP8 mixed",
+    "nvfp4-mixed": "NVFP4 mixed",
 }
 PRECISION_HELP = (
     "FP32: fp32 everything, TF32 GEMMs. BF16 mixed: bf16 weights, fp32 master weights and "
     "gradients, fp32 Adam (16 bytes per parameter). BF16 pure: bf16 everything, no master "
-    "copy. FP8 mixed: the DeepSeek-V3 recipe (FP8 GEMMs, fp32 master and gradients, bf16 Adam)."
+    "copy. FP8 mixed: the DeepSeek-V3 recipe (FP8 GEMMs, fp32 master and gradients, bf16 Adam). "
+    "NVFP4 mixed: NVIDIA's NVFP4 recipe (FP4 GEMMs in the linear layers, Blackwell only; "
+    "bf16-mixed states)."
 )
 SCHEDULE_LABELS = {
     "gpipe": "GPipe",
