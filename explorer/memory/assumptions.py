@@ -187,6 +187,25 @@ class TrainingAssumptions:
     report sec. 3.3.3, Low-Precision Activation (2); comparable Megatron-Core options:
     --activation-func-fp8-input-store with --recompute-modules moe_act."""
 
+    optimizer_state_bytes: float | None = None
+    """Bytes per parameter of the optimizer's states (Adam's two moments together); None follows
+    the precision policy (``explorer.precision``). torch.optim.AdamW keeps its moments in the
+    parameter's dtype: 8 over fp32 parameters (torchtitan's FSDP2 shards, torchao float8
+    included, which casts only the matmul inputs: torchao float8 README), 4 over bf16 ones.
+    Source: PyTorch torch/optim/adam.py _init_group (exp_avg = zeros_like(p))."""
+    fsdp_accumulated_grad_bytes: float | None = None
+    """ZeRO-3 (FSDP2) gradients accumulated unsharded over micro-batches without a
+    reduce-scatter (under pipelining): bytes per element; None follows the precision's gradient
+    bytes. FSDP2 upcasts the unsharded gradient to MixedPrecisionPolicy.reduce_dtype when it
+    differs from param_dtype, so 4 for reduce_dtype fp32 (torchtitan, NeMo AutoModel). Source:
+    torch/distributed/fsdp/_fully_shard/_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed."""
+    fsdp_ignores_unsharded_experts: bool = False
+    """FSDP leaves the routed experts out when their expert-data-parallel group is one rank
+    (EP over every DP rank): no gathered copy and no unsharded gradient; their gradients build
+    up in place in the parameter dtype. Source: NeMo AutoModel
+    nemo_automodel/components/moe/parallelizer.py apply_fsdp (ignored_params = the experts'
+    parameters unless ep_shard is enabled)."""
+
     offload_overlap: float = 1.0
     """Activation offload: share of a pass's compute that the host copies run beside (a side
     stream); the rest of a longer copy is exposed. An assumption: 1 means a copy is hidden
@@ -222,6 +241,8 @@ class TrainingAssumptions:
             "loss_backward_bytes_per_logit",
             "optimizer_step_temporaries",
             "fp8_linear_input_bytes",
+            "optimizer_state_bytes",
+            "fsdp_accumulated_grad_bytes",
         ):
             value = getattr(self, name)
             if value is not None and value < 0:

@@ -32,13 +32,33 @@ def zero3_gathers(s: TrainingSetting, shards: int) -> bool:
     return s.layout.zero == 3 and (shards > 1 or not s.behaviour.keep_bf16_shard)
 
 
+def experts_outside_fsdp(s: TrainingSetting) -> bool:
+    """Whether FSDP leaves the routed experts out (``fsdp_ignores_unsharded_experts``: a
+    one-rank expert-data-parallel group under EP): they are then never gathered."""
+    ignored = s.assumptions.fsdp_ignores_unsharded_experts and s.layout.zero == 3
+    return ignored and s.model.is_moe and s.layout.ep > 1 and s.moe_shards == 1
+
+
+def fsdp_accumulates_unsharded(s: TrainingSetting) -> bool:
+    """Whether ZeRO-3 keeps weights gathered and gradients unsharded over the micro-batches
+    (``pipeline_keeps_unsharded`` under pipelining, more than one micro-batch)."""
+    pipelined = s.behaviour.pipeline_keeps_unsharded and s.layout.pp > 1
+    return pipelined and s.layout.zero == 3 and s.microbatches > 1
+
+
+def _gathered_groups(s: TrainingSetting) -> tuple[bool, bool]:
+    """(dense, expert): whether ZeRO-3 gathers each group's weights into separate buffers."""
+    expert_on = zero3_gathers(s, s.moe_shards) and not experts_outside_fsdp(s)
+    return zero3_gathers(s, s.dense_shards), expert_on
+
+
 def zero3_block_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     """Unsharded parameters of the gathered units and one unit's unsharded gradients, bytes.
 
     Source: PyTorch FSDP (Zhao et al. 2023, arXiv:2304.11277): the unit computing plus
     ``zero3_prefetch_layers`` prefetched ones; a unit's gradients whole until reduce-scatter.
     """
-    dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
+    dense_on, expert_on = _gathered_groups(s)
     if not (dense_on or expert_on):
         return ()
     units = stage_units(s.model, s.layout, plan)
@@ -48,6 +68,25 @@ def zero3_block_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
         ("ZeRO-3 gathered parameters", copies * gathered * s.policy.param_bytes),
         ("ZeRO-3 unsharded gradients", gathered * s.policy.grad_bytes),
     )
+
+
+def block_backward_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """ZeRO-3 buffers during one block's backward, bytes: the computing and prefetched units
+    with one unit's unsharded gradient; or, when weights stay gathered from the forward
+    (``kept_gathered_weights``), all of those (the computing unit among them) with that unit's
+    gradient, or every unsharded gradient where FSDP accumulates them (under pipelining).
+
+    Source: ``zero3_block_temporaries``; PyTorch FSDP2 reshard_after_forward=False and
+    torch.distributed.pipelining (``kept_gathered_weights``): nothing is resharded before
+    the last backward, so the kept weights outlive every block's backward but the last.
+    """
+    kept = kept_gathered_weights(s, plan)
+    if not kept:
+        return zero3_block_temporaries(s, plan)
+    if fsdp_accumulates_unsharded(s):
+        return kept
+    grads = tuple(p for p in zero3_block_temporaries(s, plan) if "gradients" in p[0])
+    return kept + grads
 
 
 def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
@@ -83,14 +122,16 @@ def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
     pipelined = s.behaviour.pipeline_keeps_unsharded and s.layout.pp > 1
     if s.layout.reshard_after_forward and not pipelined:
         return ()
-    dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
+    dense_on, expert_on = _gathered_groups(s)
     held = stage_params(s.model, s.layout, plan)
     kept = held.dense * dense_on + held.expert * expert_on
     if not kept:
         return ()
     parts = [("ZeRO-3 weights kept gathered after the forward", kept * s.policy.param_bytes)]
-    if pipelined and s.microbatches > 1:  # earlier micro-batches' unsharded gradients
-        parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * s.policy.grad_bytes))
+    if fsdp_accumulates_unsharded(s):  # earlier micro-batches' unsharded gradients
+        grad_bytes = s.assumptions.fsdp_accumulated_grad_bytes
+        per = s.policy.grad_bytes if grad_bytes is None else grad_bytes
+        parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * per))
     return tuple(parts)
 
 
