@@ -73,6 +73,7 @@ def test_kept_gathered_weights_and_unsharded_gradients_outlive_each_blocks_backw
     stage = stage0(layout, workload, PYTORCH_ASSUMPTIONS, model=LLAMA)
     held = held0(layout, model=LLAMA).total
     parts = dict(stage.phase("block_backward").temporary_parts)
+    parts.pop("pipeline receive buffers (one per micro-batch)")
     assert parts == pytest.approx({KEPT: 2 * held, UNSHARDED: 4 * held}, rel=EXACT)
 
 
@@ -105,3 +106,38 @@ def test_negative_state_bytes_name_the_field() -> None:
         dataclasses.replace(PYTORCH_ASSUMPTIONS, optimizer_state_bytes=-1.0)
     with pytest.raises(ValueError, match="fsdp_accumulated_grad_bytes"):
         dataclasses.replace(PYTORCH_ASSUMPTIONS, fsdp_accumulated_grad_bytes=-2.0)
+
+
+RECV = "pipeline receive buffers (one per micro-batch)"
+
+
+@pytest.mark.parametrize(
+    ("virtual", "per_schedule", "buffers_stage0"),
+    [
+        pytest.param(1, None, 1, id="1f1b-first-rank-receives-only-gradients"),
+        pytest.param(2, None, 3, id="interleaved-first-rank-two-chunks-less-one-input"),
+        pytest.param(1, 2, 1, id="gradient-accumulation-repeats-a-two-microbatch-schedule"),
+    ],
+)
+def test_torch_pipelining_keeps_a_receive_buffer_per_microbatch(
+    virtual, per_schedule, buffers_stage0
+) -> None:
+    # PP 2 x DP 4, global batch 16: 4 micro-batches of one 4096-token sequence; a boundary
+    # activation is 4096 x 4096 bf16 values
+    schedule = "interleaved" if virtual > 1 else "1f1b"
+    layout = Layout(pp=2, dp=4, zero=3, virtual_stages=virtual, schedule=schedule)
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=16)
+    a = dataclasses.replace(PYTORCH_ASSUMPTIONS, pipeline_schedule_microbatches=per_schedule)
+    stage = stage0(layout, workload, a, model=LLAMA)
+    count = per_schedule or 4
+    parts = dict(stage.phase("optimizer_step").temporary_parts)
+    assert parts[RECV] == pytest.approx(count * buffers_stage0 * 4096 * 4096 * 2, rel=EXACT)
+
+
+def test_megatron_receives_each_transfer_into_a_fresh_buffer() -> None:
+    from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS
+
+    layout = Layout(pp=2, dp=4, zero=1)
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=16)
+    stage = stage0(layout, workload, DEFAULT_TRAINING_ASSUMPTIONS, model=LLAMA)
+    assert RECV not in dict(stage.phase("optimizer_step").temporary_parts)

@@ -150,6 +150,15 @@ class TrainingAssumptions:
     (megatron no; pytorch yes: torch.distributed.pipelining stage.py backward_maybe_with_nosync
     sets reshard_after_backward and requires_gradient_sync False before the last backward, and
     torchtitan's apply_fsdp does not reshard after forward under PP)."""
+    pipeline_recv_buffers: bool | None = None
+    """Pipeline parallelism keeps one activation and one gradient receive buffer per
+    micro-batch and model chunk for the whole run. None follows the framework (megatron no:
+    p2p_communication allocates each receive; pytorch yes: torch.distributed.pipelining
+    stage.py _prepare_forward_infra and _prepare_backward_infra make them once)."""
+    pipeline_schedule_microbatches: int | None = None
+    """Micro-batches one run of the pipeline schedule takes when gradient accumulation repeats
+    the schedule (NeMo AutoModel: local batch / micro-batch, GA runs per step); sizes the
+    receive buffers above. None: the step's micro-batches in one schedule."""
     fp8_linear_input_bytes: float | None = None
     """Transformer Engine FP8 recipes: bytes per element of each FP8 GEMM's saved input (QKV
     and MLA down-projection inputs, the attention output, the MLP and expert inputs of fc1 and
@@ -218,6 +227,11 @@ class TrainingAssumptions:
         for name in ("dropout_mask_bytes", "moe_imbalance", "router_logits_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        per_schedule = self.pipeline_schedule_microbatches
+        if per_schedule is not None and not per_schedule >= 1:
+            raise ValueError(
+                f"pipeline_schedule_microbatches must be 1 or more, got {per_schedule!r}"
+            )
         capacity = self.moe_capacity_factor
         if capacity is not None and not capacity > 0:
             raise ValueError(f"moe_capacity_factor must be positive, got {capacity!r}")

@@ -161,7 +161,28 @@ def persistent_buffers(s: TrainingSetting, plan: StagePlan | None = None) -> Par
         blocks = block_params_on(s, plan)
         parts.append(("FP8 weight copies (Transformer Engine)",
                       blocks * s.assumptions.fp8_weight_copy_bytes))  # fmt: skip
+    if plan is not None and (recv := pipeline_recv_bytes(s, plan)):
+        parts.append(("pipeline receive buffers (one per micro-batch)", recv))
     return tuple(parts)
+
+
+def pipeline_recv_bytes(s: TrainingSetting, plan: StagePlan) -> float:
+    """Receive buffers torch.distributed.pipelining keeps on a rank, bytes: per micro-batch,
+    one stage input (but on the model's first chunk) and one output gradient (but on the
+    last) per model chunk, each the stage boundary's (sequence-parallel) activation.
+
+    Source: torch/distributed/pipelining/stage.py _prepare_forward_infra (args_recv_info per
+    micro-batch) and _prepare_backward_infra (grad_recv_info per micro-batch). Left in: the
+    in-flight micro-batches' stage inputs, which a checkpointed chunk also saves.
+    """
+    if not (s.behaviour.pipeline_recv_buffers and s.layout.pp > 1):
+        return 0.0
+    chunks = len(plan.chunk_blocks) or s.layout.virtual_stages
+    buffers = 2 * chunks - plan.has_embedding - plan.has_head
+    boundary = s.shape.sp_tokens * s.model.hidden_size * s.shape.dtype_bytes
+    per_schedule = s.assumptions.pipeline_schedule_microbatches
+    count = s.microbatches if per_schedule is None else min(per_schedule, s.microbatches)
+    return count * buffers * boundary
 
 
 def block_params_on(s: TrainingSetting, plan: StagePlan) -> float:

@@ -142,6 +142,8 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
     fields: dict[str, Any] = {"optimizer_state_bytes": 4.0 if run.bf16_parameters else 8.0}
     if run.framework == "NeMo AutoModel":
         fields |= {"fsdp_ignores_unsharded_experts": True, "fsdp_accumulated_grad_bytes": 4.0}
+    if run.local_batch is not None:  # one schedule per local batch, repeated GA times
+        fields["pipeline_schedule_microbatches"] = run.local_batch // run.micro_batch
     if not run.loss_fp32:  # the fp32 figures (4 saved, 8 temporary per logit) in bf16
         fields |= {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 4.0}
     if run.loss_compiled:

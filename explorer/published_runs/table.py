@@ -100,6 +100,9 @@ class PublishedRun(BaseModel):
     seq_len: int = Field(gt=0)
     micro_batch: int = Field(gt=0)
     global_batch: int = Field(gt=0)
+    local_batch: int | None = Field(default=None, gt=0)
+    """Sequences one pipeline schedule run takes per DP rank where gradient accumulation
+    repeats it (NeMo AutoModel's LBS column; GA = global / (DP x local batch))."""
     grad_dtype: GradDType | None = None
     """Gradient buffer dtype where the recipe sets it (Megatron grad_reduce_in_fp32 False: bf16)."""
     recompute: Recompute = "none"
