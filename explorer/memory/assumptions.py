@@ -17,9 +17,15 @@ from explorer.units import MiB
 Framework = Literal["megatron", "pytorch"]
 """Training framework whose memory behaviour is modelled (see ``explorer.memory.frameworks``)."""
 
+MoeDispatcher = Literal["alltoall", "deepep"]
+"""How MoE tokens reach their experts: NCCL all-to-all, or DeepEP's kernels and buffers."""
+
 ActivationRecipe = Literal["standard", "deepseek-v3"]
 """How saved activations are stored: every tensor in the activation dtype, or the DeepSeek-V3
 report's recomputation and FP8 caching (see ``explorer.memory.frameworks.ACTIVATION_RECIPES``)."""
+
+_GRAPH_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
+"""Per-layer CUDA-graph scopes (``explorer.memory.buffers.CUDA_GRAPH_MODULES``)."""
 
 _NON_NEGATIVE = (
     "zero3_prefetch_layers",
@@ -215,6 +221,21 @@ class TrainingAssumptions:
     nemo_automodel/components/moe/parallelizer.py apply_fsdp (ignored_params = the experts'
     parameters unless ep_shard is enabled)."""
 
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    """MoE token dispatch: alltoall (NCCL point-to-point buffers per EP peer) or deepep (DeepEP's
+    NVLink buffer and, across nodes, its NVSHMEM RDMA buffer, ``explorer.memory.buffers``;
+    Megatron-Core --moe-token-dispatcher-type flex with DeepEP, NeMo AutoModel
+    enable_deepep)."""
+    deepep_num_sms: int = 20
+    """SMs DeepEP's kernels use; its buffers have one channel per two SMs. Source: DeepEP
+    Buffer.num_sms default 20; Megatron-Core moe_deepep_num_sms default 20."""
+    cuda_graph_modules: tuple[str, ...] = ()
+    """Per-layer CUDA-graph capture scopes (attn, mlp, moe, moe_router, moe_preprocess); each
+    keeps static edge tensors per layer and captured micro-batch
+    (``explorer.memory.buffers.cuda_graph_bytes``). Empty: no per-layer graphs (a
+    full-iteration graph keeps only its data inputs: none counted). Source: Megatron-Core
+    --cuda-graph-impl transformer_engine / local with --cuda-graph-modules."""
+
     offload_overlap: float = 1.0
     """Activation offload: share of a pass's compute that the host copies run beside (a side
     stream); the rest of a longer copy is exposed. An assumption: 1 means a copy is hidden
@@ -231,6 +252,18 @@ class TrainingAssumptions:
         if per_schedule is not None and not per_schedule >= 1:
             raise ValueError(
                 f"pipeline_schedule_microbatches must be 1 or more, got {per_schedule!r}"
+            )
+        if self.moe_dispatcher not in ("alltoall", "deepep"):
+            raise ValueError(
+                f"moe_dispatcher must be 'alltoall' or 'deepep', got {self.moe_dispatcher!r}"
+            )
+        if self.deepep_num_sms < 2 or self.deepep_num_sms % 2:
+            sms = self.deepep_num_sms
+            raise ValueError(f"deepep_num_sms must be even and 2 or more, got {sms}")
+        unknown = [m for m in self.cuda_graph_modules if m not in _GRAPH_MODULES]
+        if unknown:
+            raise ValueError(
+                f"cuda_graph_modules has {unknown[0]!r}; choose from {', '.join(_GRAPH_MODULES)}"
             )
         capacity = self.moe_capacity_factor
         if capacity is not None and not capacity > 0:

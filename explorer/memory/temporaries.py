@@ -8,6 +8,7 @@ optimizer step's temporaries and the DDP gradient bucket. Sizes follow the frame
 
 from __future__ import annotations
 
+from explorer.memory.buffers import cuda_graph_bytes
 from explorer.memory.frameworks import loss_temporary_bytes_per_logit
 from explorer.memory.setting import TrainingSetting
 from explorer.memory.states import (
@@ -164,6 +165,24 @@ def persistent_buffers(s: TrainingSetting, plan: StagePlan | None = None) -> Par
     if plan is not None and (recv := pipeline_recv_bytes(s, plan)):
         parts.append(("pipeline receive buffers (one per micro-batch)", recv))
     return tuple(parts)
+
+
+def graph_buffer_parts(s: TrainingSetting, plan: StagePlan, inflight: float) -> Parts:
+    """Per-layer CUDA graphs' static edge tensors on a stage's GPU, bytes (``cuda_graph_bytes``):
+    one set per layer for each micro-batch in flight under pipelining, one set without it.
+
+    Transformer Engine captures a graph per layer and micro-batch of the schedule (``_order``)
+    but lets graphs whose lifetimes do not overlap share their edge buffers (Megatron-Core
+    TECudaGraphHelper passes _reuse_graph_input_output_buffers=True from TE 2.7): the live
+    sets are taken as the stage's micro-batches in flight (an assumption; stage-equivalent).
+    """
+    modules = s.assumptions.cuda_graph_modules
+    if not modules:
+        return ()
+    boundary = s.shape.sp_tokens * s.model.hidden_size * s.shape.dtype_bytes
+    live = inflight if s.layout.pp > 1 else 1.0
+    size = cuda_graph_bytes(modules, plan.num_dense_layers, plan.num_moe_layers, boundary, live)
+    return (("CUDA graph static buffers", size),) if size else ()
 
 
 def pipeline_recv_bytes(s: TrainingSetting, plan: StagePlan) -> float:

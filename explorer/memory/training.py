@@ -13,9 +13,14 @@ optimizer offload, HSDP, reshard_after_forward; ``recompute.py``) and Transforme
 storage (``TrainingAssumptions.fp8_linear_input_bytes`` / ``fp8_weight_copy_bytes``) change
 what the parts above hold.
 
+DeepEP's NVLink and NVSHMEM buffers (``TrainingAssumptions.moe_dispatcher``), per-layer CUDA
+graphs' static edge tensors (``cuda_graph_modules``) and torch.distributed.pipelining's
+per-micro-batch receive buffers are counted (``buffers.py``, ``temporaries.py``).
+
 Left out on purpose: activation gradients and matmul outputs alive during backward, the
-allocator's fragmentation beyond ``headroom``, DeepEP / NVSHMEM buffers, NCCL LL/LL128 and tree
-buffers, pipeline p2p staging buffers, CUDA graphs' private pools, FP8 scaling factors and
+allocator's fragmentation beyond ``headroom``, NVSHMEM's own state beyond DeepEP's heap, NCCL
+LL/LL128 and tree buffers, Megatron's p2p staging buffers, the activations CUDA graphs' private
+pools hold beyond eager's, FP8 scaling factors and
 amax histories, MoE routing temporaries (token gather / index_add; measured 0.3-1.5% of the
 MoE peaks in validation/results.json), torch.compile's changes to what is saved, and
 data-loader pinned memory (host side). PyTorch DDP without gradient_as_bucket_view (a second
@@ -59,6 +64,7 @@ from explorer.memory.temporaries import (
     block_backward_temporaries,
     experts_outside_fsdp,
     fsdp_accumulates_unsharded,
+    graph_buffer_parts,
     optimizer_temporaries,
     persistent_buffers,
 )
@@ -226,7 +232,8 @@ def _in_flight(
 ) -> StageParts:
     """``parts`` with the activations of ``inflight`` micro-batches."""
     acts = ledger.in_flight(inflight, s.loss_inflight, plan.copies)
-    return replace(parts, activations=acts)
+    graphs = graph_buffer_parts(s, plan, inflight)
+    return replace(parts, activations=acts, persistent=parts.persistent + graphs)
 
 
 def stage_memory(s: TrainingSetting, plan: StagePlan, inflight: float) -> StageMemory:

@@ -160,6 +160,18 @@ log-sum-exp; the backward writes the logits' gradient in bf16 (2 bytes each). Ea
 keeps the fp32 log-softmax (4) and 8 bytes of fp32 gradients (measured, CR-4)."""
 
 
+def _dispatch_and_graphs(run: PublishedRun) -> dict[str, Any]:
+    """DeepEP's buffers where the run dispatches with DeepEP (HybridEP's are not modelled) and
+    the per-layer CUDA-graph scopes of a transformer_engine capture ("impl: scope, ...")."""
+    fields: dict[str, Any] = {}
+    if run.ep_dispatcher == "deepep":
+        fields["moe_dispatcher"] = "deepep"
+    impl, _, scopes = run.cuda_graphs.partition(":")
+    if impl.strip() == "transformer_engine":
+        fields["cuda_graph_modules"] = tuple(m.strip() for m in scopes.split(",") if m.strip())
+    return fields
+
+
 def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -169,6 +181,7 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
         activation_recipe=run.activation_recipe,
         **_te_fp8(run),
         **_pytorch_memory(run),
+        **_dispatch_and_graphs(run),
     )
     comm = replace(
         base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
