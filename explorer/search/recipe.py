@@ -1,0 +1,138 @@
+"""A user's memory recipe carried into the layouts the search ranks.
+
+The search builds plain layouts (degrees, ZeRO, micro-batch, recompute granularity, schedule);
+a recipe imported from the user's launch settings (``--from-megatron`` / ``--from-torchtitan``)
+or given as flags adds what the framework runs on top: recompute modules or op-level SAC on the
+selective layouts, the method, layer count or every-n on the full ones, activation and optimizer
+offload, FSDP2's reshard_after_forward on ZeRO-3, HSDP shard groups where they divide DP, and
+uneven stages on the pipeline split they describe. A field is left out of a layout it does not
+apply to, never made to fit.
+
+The search's memory floors (``explorer.search.floor``) know the plain recompute granularities
+only; a recipe that offloads, recomputes named modules or ops, or moves blocks between stages
+can bring a layout below them, so with such a recipe the floors prune nothing
+(``UnprunedFloor``) and every layout the rules allow is estimated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from explorer.mesh import Candidate, Problem
+from explorer.search.floor import MemoryFloor
+from explorer.specs import Layout, ZeroStage
+
+SELECTIVE_FIELDS = ("recompute_modules", "recompute_ops")
+"""Recipe fields of selective recompute (Megatron --recompute-modules, torchtitan op SAC)."""
+FULL_FIELDS = ("recompute_method", "recompute_num_layers", "recompute_every")
+"""Recipe fields of full recompute (Megatron --recompute-method / -num-layers, torchtitan n)."""
+PIPELINE_FIELDS = ("first_stage_layers", "last_stage_layers", "pipeline_layout")
+"""Recipe fields describing one pipeline split."""
+OTHER_FIELDS = (
+    "activation_offload", "offload_layers", "optimizer_offload_fraction",
+    "reshard_after_forward", "dp_shard",
+)  # fmt: skip
+RECIPE_FIELDS = (*SELECTIVE_FIELDS, *FULL_FIELDS, *PIPELINE_FIELDS, *OTHER_FIELDS)
+"""Every memory-recipe field of ``explorer.specs.Layout``."""
+
+_BELOW_FLOORS = (
+    "recompute_modules", "recompute_ops", "recompute_every", "first_stage_layers",
+    "last_stage_layers", "pipeline_layout", "activation_offload", "offload_layers",
+    "optimizer_offload_fraction",
+)  # fmt: skip
+"""Fields that can bring a layout's memory below the floors' plain granularities."""
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutRecipe:
+    """The recipe fields a user set, and the pipeline split its uneven stages describe."""
+
+    fields: tuple[tuple[str, Any], ...]
+    """(Layout field, value) for every field away from its default."""
+    pp: int | None = None
+    """Pipeline degree the stage fields describe; None: any with pp > 1."""
+    virtual_stages: int | None = None
+    """Model chunks per rank the stage fields describe; None: any."""
+
+    def __post_init__(self) -> None:
+        unknown = [name for name, _ in self.fields if name not in RECIPE_FIELDS]
+        if unknown:
+            raise ValueError(f"{unknown[0]} is not a memory-recipe field of Layout")
+
+    @classmethod
+    def of(cls, layout: Layout, split: bool = True) -> LayoutRecipe:
+        """The recipe fields of ``layout`` away from their defaults; ``split`` pins the
+        pipeline fields to its pp and virtual stages."""
+        default = Layout()
+        fields = tuple(
+            (name, getattr(layout, name))
+            for name in RECIPE_FIELDS
+            if getattr(layout, name) != getattr(default, name)
+        )
+        if not split:
+            return cls(fields)
+        return cls(fields, pp=layout.pp, virtual_stages=layout.virtual_stages)
+
+    @property
+    def empty(self) -> bool:
+        return not self.fields
+
+    @property
+    def below_floors(self) -> bool:
+        """Whether a field can bring a layout below the search's memory floors."""
+        return any(name in _BELOW_FLOORS for name, _ in self.fields)
+
+    def _split_matches(self, layout: Layout) -> bool:
+        if layout.pp == 1:
+            return False
+        pp_ok = self.pp is None or layout.pp == self.pp
+        return pp_ok and self.virtual_stages in (None, layout.virtual_stages)
+
+    def changes(self, layout: Layout) -> dict[str, Any]:
+        """The fields that apply to ``layout``: each group only where its recompute, ZeRO
+        stage, DP degree or pipeline split is the one it is written for."""
+        applies = {
+            **dict.fromkeys(SELECTIVE_FIELDS, layout.recompute == "selective"),
+            **dict.fromkeys(FULL_FIELDS, layout.recompute == "full"),
+            **dict.fromkeys(PIPELINE_FIELDS, self._split_matches(layout)),
+            "reshard_after_forward": layout.zero == 3,
+        }
+        out = {name: value for name, value in self.fields if applies.get(name, True)}
+        shard = out.get("dp_shard")
+        if shard is not None and layout.dp % shard:
+            del out["dp_shard"]
+        return out
+
+
+def apply_recipe(layout: Layout, recipe: LayoutRecipe | None) -> Layout:
+    """``layout`` with the recipe's fields that apply to it; without the stage fields when
+    they do not place its blocks (a layout string of another chunk count), without the recipe
+    when the core rejects the combination."""
+    if recipe is None or recipe.empty:
+        return layout
+    changes = recipe.changes(layout)
+    without_split = {k: v for k, v in changes.items() if k not in PIPELINE_FIELDS}
+    for attempt in (changes, without_split):
+        try:
+            return replace(layout, **attempt)
+        except ValueError:
+            continue
+    return layout
+
+
+class UnprunedFloor(MemoryFloor):
+    """Memory floors that prune nothing: every ZeRO stage may fit, no layout is rejected
+    before its estimate (for a recipe that can bring layouts below the floors)."""
+
+    def least_zero(self, c: Candidate, variant: tuple[str, int], rc: str) -> int:
+        return 0
+
+    def states_fit(self, c: Candidate, dualpipe: bool) -> tuple[ZeroStage, ...]:
+        return (0, 1, 2, 3)
+
+    def states_rule(self, p: Problem, c: Candidate) -> str | None:
+        return None
+
+    def layout_rule(self, p: Problem, c: Candidate) -> str | None:
+        return None
