@@ -141,3 +141,21 @@ def test_megatron_receives_each_transfer_into_a_fresh_buffer() -> None:
     workload = TrainingWorkload(seq_len=4096, global_batch_size=16)
     stage = stage0(layout, workload, DEFAULT_TRAINING_ASSUMPTIONS, model=LLAMA)
     assert RECV not in dict(stage.phase("optimizer_step").temporary_parts)
+
+
+def test_torchtitans_root_unit_gathers_the_embedding_with_the_head_at_the_loss_backward() -> None:
+    # FSDP 8, one micro-batch: beside [norm, LM head] the root unit's 128256 x 4096 embedding
+    # and the last block (kept after its forward: 4 x 4096^2 attention minus GQA's 3/4 of k, v,
+    # 3 x 4096 x 14336 MLP, two norms) are gathered in bf16
+    layout = Layout(dp=8, zero=3)
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=8)
+    titan = dataclasses.replace(PYTORCH_ASSUMPTIONS, fsdp_torchtitan_units=True)
+    parts = dict(
+        stage0(layout, workload, titan, model=LLAMA).phase("backward_start").temporary_parts
+    )
+    assert parts["ZeRO-3 root unit's embedding"] == pytest.approx(2 * 128256 * 4096, rel=EXACT)
+    block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    assert parts["ZeRO-3 last block kept gathered"] == pytest.approx(2 * block, rel=EXACT)
+    plain = dict(stage0(layout, workload, PYTORCH_ASSUMPTIONS, model=LLAMA).phase(
+        "backward_start").temporary_parts)  # fmt: skip
+    assert "ZeRO-3 root unit's embedding" not in plain

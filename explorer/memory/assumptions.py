@@ -214,6 +214,14 @@ class TrainingAssumptions:
     bytes. FSDP2 upcasts the unsharded gradient to MixedPrecisionPolicy.reduce_dtype when it
     differs from param_dtype, so 4 for reduce_dtype fp32 (torchtitan, NeMo AutoModel). Source:
     torch/distributed/fsdp/_fully_shard/_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed."""
+    fsdp_torchtitan_units: bool = False
+    """ZeRO-3 units as torchtitan's apply_fsdp wraps them: one per block, and the root module
+    holding the embedding, final norm and output together, the last block kept gathered after
+    its forward (without pipelining): at the loss backward the embedding is gathered with the
+    LM head and the last block is still gathered. Source: torchtitan
+    models/llama3/parallelize_llama.py apply_fsdp (9dec370, e7c0cae: reshard_after_forward =
+    layer_id < last; fully_shard(model) last). False: the LM head's unit alone (as
+    validation/parallelize.py wraps [norm, output])."""
     fsdp_ignores_unsharded_experts: bool = False
     """FSDP leaves the routed experts out when their expert-data-parallel group is one rank
     (EP over every DP rank): no gathered copy and no unsharded gradient; their gradients build

@@ -14,6 +14,7 @@ from explorer.memory.setting import TrainingSetting
 from explorer.memory.states import (
     ModelStates,
     block_params_per_gpu,
+    embedding_params_per_gpu,
     head_params_per_gpu,
     stage_params,
     stage_units,
@@ -107,7 +108,26 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     if zero3_gathers(s, s.dense_shards) and not kept_gathered_weights(s, plan):
         head = head_params_per_gpu(s.model, tp, has_embedding=False)  # tied: the same weight
         parts.append(("ZeRO-3 gathered LM head", head * s.policy.param_bytes))
+        parts += torchtitan_unit_parts(s, plan)
     return (*(p for p in parts if p[1]), *kept_gathered_weights(s, plan))
+
+
+def torchtitan_unit_parts(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """What torchtitan's FSDP units hold gathered at the loss backward beyond the LM head
+    (``fsdp_torchtitan_units``), bytes: the untied embedding of the root unit and the last
+    block, kept after its forward."""
+    if not (s.assumptions.fsdp_torchtitan_units and s.layout.pp == 1):
+        return ()
+    lay, per = s.layout, s.policy.param_bytes
+    parts: list[tuple[str, float]] = []
+    if plan.has_embedding and not s.model.tie_word_embeddings:
+        embedding = embedding_params_per_gpu(s.model, lay.tp)
+        parts.append(("ZeRO-3 root unit's embedding", embedding * per))
+    kind = "moe" if s.model.is_moe_layer(s.model.num_hidden_layers - 1) else "dense"
+    last = block_params_per_gpu(s.model, kind, lay.tp, lay.ep, lay.etp)
+    last_bytes = last.dense * per + last.expert * per * zero3_gathers(s, s.moe_shards)
+    parts.append(("ZeRO-3 last block kept gathered", last_bytes))
+    return tuple(parts)
 
 
 def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:

@@ -140,6 +140,8 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
     if run.framework not in PYTORCH_FRAMEWORKS:
         return {}
     fields: dict[str, Any] = {"optimizer_state_bytes": 4.0 if run.bf16_parameters else 8.0}
+    if run.framework == "torchtitan":
+        fields["fsdp_torchtitan_units"] = True
     if run.framework == "NeMo AutoModel":
         fields |= {"fsdp_ignores_unsharded_experts": True, "fsdp_accumulated_grad_bytes": 4.0}
     if run.local_batch is not None:  # one schedule per local batch, repeated GA times
