@@ -235,7 +235,8 @@ class TrainingAssumptions:
     Megatron-Core --moe-token-dispatcher-type flex with DeepEP, NeMo AutoModel
     enable_deepep)."""
     deepep_num_sms: int = 20
-    """SMs DeepEP's kernels use; its buffers have one channel per two SMs. Source: DeepEP
+    """SMs DeepEP's kernels use; its buffers have one channel per two SMs (rounded down).
+    Source: DeepEP
     Buffer.num_sms default 20; Megatron-Core moe_deepep_num_sms default 20."""
     cuda_graph_modules: tuple[str, ...] = ()
     """Per-layer CUDA-graph capture scopes (attn, mlp, moe, moe_router, moe_preprocess); each
@@ -265,9 +266,8 @@ class TrainingAssumptions:
             raise ValueError(
                 f"moe_dispatcher must be 'alltoall' or 'deepep', got {self.moe_dispatcher!r}"
             )
-        if self.deepep_num_sms < 2 or self.deepep_num_sms % 2:
-            sms = self.deepep_num_sms
-            raise ValueError(f"deepep_num_sms must be even and 2 or more, got {sms}")
+        if self.deepep_num_sms < 2:
+            raise ValueError(f"deepep_num_sms must be 2 or more, got {self.deepep_num_sms}")
         unknown = [m for m in self.cuda_graph_modules if m not in _GRAPH_MODULES]
         if unknown:
             raise ValueError(
