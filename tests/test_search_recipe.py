@@ -38,14 +38,26 @@ def test_recipe_fields_apply_only_where_they_are_written_for() -> None:
             dp_shard=2,
         )
     )
-    selective = apply_recipe(Layout(pp=4, dp=2, recompute="selective"), recipe)
-    assert selective.recompute_modules == ("core_attn", "mlp")
-    assert selective.first_stage_layers == 6 and selective.dp_shard == 2
-    full = apply_recipe(Layout(pp=2, dp=3, recompute="full"), recipe)
-    # no modules on full recompute, no stage split of another pp, no shard group of 2 in DP 3
-    assert full.recompute_modules == ("core_attn",)
-    assert full.first_stage_layers is None and full.dp_shard is None
-    assert full.optimizer_offload_fraction == 0.5
+    # the recipe's recompute goes on a layout built without one (the search fixes it)
+    assert recipe.recompute == "selective"
+    ours = apply_recipe(Layout(pp=4, dp=2), recipe)
+    assert ours.recompute == "selective" and ours.recompute_modules == ("core_attn", "mlp")
+    assert ours.first_stage_layers == 6 and ours.dp_shard == 2
+    other = apply_recipe(Layout(pp=2, dp=3, recompute="full"), recipe)
+    # no modules on another recompute, no stage split of another pp, no shard group of 2 in DP 3
+    assert other.recompute == "full" and other.recompute_modules == ("core_attn",)
+    assert other.first_stage_layers is None and other.dp_shard is None
+    assert other.optimizer_offload_fraction == 0.5
+
+
+def test_a_recipe_refining_recompute_fixes_the_searched_recompute() -> None:
+    block = LayoutRecipe((("recompute_method", "block"), ("recompute_num_layers", 2)))
+    assert block.recompute == "full"
+    assert block.space(SearchSpace()).recomputes == ("none",)
+    offload = LayoutRecipe((("offload_layers", 1),))
+    assert offload.recompute is None and offload.space(SearchSpace()) == SearchSpace()
+    with pytest.raises(ValueError, match="not both"):
+        LayoutRecipe((("recompute_ops", True), ("recompute_every", 2)))
 
 
 def test_a_layout_string_of_another_chunk_count_leaves_the_rest_of_the_recipe() -> None:
@@ -65,8 +77,8 @@ def test_the_imported_layout_ranks_with_the_recipes_memory(titan) -> None:
     assert recipe.below_floors  # op-level SAC keeps less than the floors' selective
     result = search(model, cluster, titan.workload, num_gpus=8, space=space, ranked=None,
                     recipe=recipe)  # fmt: skip
-    ours = [e for e in result.estimates if e.layout.recompute == "selective"]
-    assert ours and all(e.layout.recompute_ops for e in ours)
+    ours = list(result.estimates)
+    assert ours and all(e.layout.recompute == "selective" and e.layout.recompute_ops for e in ours)
     published = next(e for e in ours if e.layout.zero == 3 and e.layout.dp == 8)
     expected = training_memory(model, cluster.gpu, titan.layout, titan.workload)
     assert published.memory.peak_bytes == pytest.approx(expected.peak_bytes, rel=1e-12)
@@ -96,7 +108,7 @@ def test_a_recipe_below_the_floors_searches_with_floors_that_prune_nothing() -> 
 
 def test_search_from_torchtitan_keeps_the_recipe_in_its_rows(capsys) -> None:
     argv = ["search", "--from-torchtitan", TITAN_8B, "--gpus", "8", "--gpu", "h100-sxm",
-            "--zero-stages", "3", "--recomputes", "selective", "--mbs-values", "1",
+            "--zero-stages", "3", "--mbs-values", "1",
             "--top", "50", "--json"]  # fmt: skip
     assert main(argv) == 0
     rows = json.loads(capsys.readouterr().out)["layouts"]
@@ -105,6 +117,7 @@ def test_search_from_torchtitan_keeps_the_recipe_in_its_rows(capsys) -> None:
     assert main([*estimate, "--gbs", "8", "--json"]) == 0
     expected = json.loads(capsys.readouterr().out)["peak_bytes"]
     fsdp8 = [r for r in rows if (r["tp"], r["pp"], r["cp"], r["dp"]) == (1, 1, 1, 8)]
+    assert all(r["recompute"] == "selective" for r in rows)  # the recipe's recompute only
     assert len(fsdp8) == 1  # the published layout ranks, with op-level SAC's memory
     assert fsdp8[0]["peak_bytes"] == pytest.approx(expected, rel=1e-12)
 

@@ -119,7 +119,8 @@ def records(frame: pd.DataFrame) -> list[dict[str, object]]:
 
 def recipe_from(args: argparse.Namespace, imported: Imported | None) -> LayoutRecipe | None:
     """The memory recipe of the flags and the import; its uneven stages pinned to the imported
-    pipeline split (any split with pp > 1 without an import). One sentence when it is wrong."""
+    pipeline split (any split with pp > 1 without an import); a recompute it refines replaces
+    the searched ones (``explorer.search.recipe``). One sentence when it is wrong."""
     from explorer.cli import UserError
 
     fields = recipes_from(args)
@@ -139,11 +140,15 @@ def recipe_from(args: argparse.Namespace, imported: Imported | None) -> LayoutRe
             Layout(recompute=recompute, dp=dp, **group)
         except ValueError as error:
             raise UserError(str(error)) from None
-    pairs = tuple(chosen.items())
-    if imported is None:
-        return LayoutRecipe(pairs)
-    split = imported.layout
-    return LayoutRecipe(pairs, pp=split.pp, virtual_stages=split.virtual_stages)
+    split = imported.layout if imported is not None else None
+    try:
+        return LayoutRecipe(
+            tuple(chosen.items()),
+            pp=split.pp if split else None,
+            virtual_stages=split.virtual_stages if split else None,
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -236,9 +236,10 @@ def search(
     if ranked is not None and ranked < 1:
         raise ValueError(f"ranked must be at least 1 (or None for all), got {ranked}")
     gpus = cluster.world_size if num_gpus is None else num_gpus
-    problem = Problem(
-        model=model, cluster=cluster, workload=workload, num_gpus=gpus, space=space or SearchSpace()
-    )
+    space = space or SearchSpace()
+    if recipe is not None:  # a recipe that refines recompute fixes it
+        space = recipe.space(space)
+    problem = Problem(model=model, cluster=cluster, workload=workload, num_gpus=gpus, space=space)
     collecting = gc.isenabled()
     # The search builds many small acyclic objects: cyclic GC passes over them only cost time.
     # They are freed (by reference counting) before collection resumes, so none is owed later.

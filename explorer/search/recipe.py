@@ -8,10 +8,13 @@ offload, FSDP2's reshard_after_forward on ZeRO-3, HSDP shard groups where they d
 uneven stages on the pipeline split they describe. A field is left out of a layout it does not
 apply to, never made to fit.
 
-The search's memory floors (``explorer.search.floor``) know the plain recompute granularities
-only; a recipe that offloads, recomputes named modules or ops, or moves blocks between stages
-can bring a layout below them, so with such a recipe the floors prune nothing
-(``UnprunedFloor``) and every layout the rules allow is estimated.
+A recipe that refines recompute (modules, op SAC, block method, layer counts, every-n) fixes
+the recompute: the search then tries no other granularity, and builds each candidate with no
+recompute (whose step-time bounds stay below any recompute's) before the recipe's is put on it.
+The search's memory floors (``explorer.search.floor``) know the plain granularities only; a
+recipe that refines recompute, offloads or moves blocks between stages can bring a layout
+below them, so with such a recipe the floors prune nothing (``UnprunedFloor``) and every
+layout the rules allow is estimated.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from explorer.mesh import Candidate, Problem
+from explorer.mesh import Candidate, Problem, SearchSpace
 from explorer.search.floor import MemoryFloor
-from explorer.specs import Layout, ZeroStage
+from explorer.specs import Layout, Recompute, ZeroStage
 
 SELECTIVE_FIELDS = ("recompute_modules", "recompute_ops")
 """Recipe fields of selective recompute (Megatron --recompute-modules, torchtitan op SAC)."""
@@ -37,11 +40,10 @@ RECIPE_FIELDS = (*SELECTIVE_FIELDS, *FULL_FIELDS, *PIPELINE_FIELDS, *OTHER_FIELD
 """Every memory-recipe field of ``explorer.specs.Layout``."""
 
 _BELOW_FLOORS = (
-    "recompute_modules", "recompute_ops", "recompute_every", "first_stage_layers",
-    "last_stage_layers", "pipeline_layout", "activation_offload", "offload_layers",
-    "optimizer_offload_fraction",
+    *SELECTIVE_FIELDS, *FULL_FIELDS, "first_stage_layers", "last_stage_layers",
+    "pipeline_layout", "activation_offload", "offload_layers", "optimizer_offload_fraction",
 )  # fmt: skip
-"""Fields that can bring a layout's memory below the floors' plain granularities."""
+"""Fields that can bring a layout's memory below the floors of the candidate it is put on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,17 @@ class LayoutRecipe:
         unknown = [name for name, _ in self.fields if name not in RECIPE_FIELDS]
         if unknown:
             raise ValueError(f"{unknown[0]} is not a memory-recipe field of Layout")
+        names = {name for name, _ in self.fields}
+        if names & set(SELECTIVE_FIELDS) and names & set(FULL_FIELDS):
+            raise ValueError("a recipe refines selective or full recompute, not both")
+
+    @property
+    def recompute(self) -> Recompute | None:
+        """The recompute the recipe refines (it fixes the search's), None when it refines none."""
+        names = {name for name, _ in self.fields}
+        if names & set(SELECTIVE_FIELDS):
+            return "selective"
+        return "full" if names & set(FULL_FIELDS) else None
 
     @classmethod
     def of(cls, layout: Layout, split: bool = True) -> LayoutRecipe:
@@ -90,19 +103,29 @@ class LayoutRecipe:
         return pp_ok and self.virtual_stages in (None, layout.virtual_stages)
 
     def changes(self, layout: Layout) -> dict[str, Any]:
-        """The fields that apply to ``layout``: each group only where its recompute, ZeRO
-        stage, DP degree or pipeline split is the one it is written for."""
+        """The fields that apply to ``layout``: the recipe's recompute on a layout built
+        without one, each other group only where its ZeRO stage, DP degree or pipeline split
+        is the one it is written for."""
+        refines = self.recompute is not None and layout.recompute == "none"
         applies = {
-            **dict.fromkeys(SELECTIVE_FIELDS, layout.recompute == "selective"),
-            **dict.fromkeys(FULL_FIELDS, layout.recompute == "full"),
+            **dict.fromkeys((*SELECTIVE_FIELDS, *FULL_FIELDS), refines),
             **dict.fromkeys(PIPELINE_FIELDS, self._split_matches(layout)),
             "reshard_after_forward": layout.zero == 3,
         }
         out = {name: value for name, value in self.fields if applies.get(name, True)}
+        if refines:
+            out["recompute"] = self.recompute
         shard = out.get("dp_shard")
         if shard is not None and layout.dp % shard:
             del out["dp_shard"]
         return out
+
+    def space(self, space: SearchSpace) -> SearchSpace:
+        """``space`` with the recompute the recipe fixes: candidates without one, which
+        ``apply_recipe`` gives the recipe's."""
+        if self.recompute is None:
+            return space
+        return replace(space, recomputes=("none",))
 
 
 def apply_recipe(layout: Layout, recipe: LayoutRecipe | None) -> Layout:
