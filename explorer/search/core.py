@@ -250,6 +250,8 @@ def search(
         run.run(budget_s)
         run.leftovers()
         rejected = rejected_frame(run.rejected)
+        if recipe is not None and recipe.moves_blocks:  # uneven stages can beat the even bound
+            run.ranked.sort(key=lambda e: e.step_time_s)
         layouts, estimates, estimated = layouts_frame(run.ranked), tuple(run.ranked), run.estimated
         del run
     finally:

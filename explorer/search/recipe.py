@@ -92,6 +92,13 @@ class LayoutRecipe:
         return not self.fields
 
     @property
+    def moves_blocks(self) -> bool:
+        """Whether the recipe places blocks unevenly: the search's step bounds assume an even
+        split, so a ranked layout may beat one ranked before it (the rows are then re-sorted,
+        and one pruned as slower may be missed)."""
+        return any(name in PIPELINE_FIELDS for name, _ in self.fields)
+
+    @property
     def below_floors(self) -> bool:
         """Whether a field can bring a layout below the search's memory floors."""
         return any(name in _BELOW_FLOORS for name, _ in self.fields)
