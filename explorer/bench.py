@@ -10,7 +10,9 @@ they considered per second. Cases:
   report, arXiv:2412.19437, sec. 3 and 4.2);
 - one estimate (Llama 3.1 405B, TP8 PP16 DP128);
 - one schedule simulation (interleaved 1F1B, P = 16, M = 256, V = 4);
-- training memory of Llama 3.1 70B and DeepSeek-V3.
+- training memory of Llama 3.1 70B and DeepSeek-V3;
+- a serving plan of DeepSeek-V3 (FP8) on 16 H200s (every layout, the frontier over its loads)
+  and the same with ``serve --frontier``'s wider sweep and two-batch overlap on and off.
 """
 
 from __future__ import annotations
@@ -93,6 +95,32 @@ def memory_671b() -> int:
     return 0
 
 
+def _serving_plan(frontier: bool) -> int:
+    from explorer.serving import plan_serving
+    from explorer.serving.frontier import DEFAULT_CONCURRENCIES, FRONTIER_CONCURRENCIES
+    from explorer.specs import ServingWorkload
+
+    w = ServingWorkload(prompt_len=2048, output_len=1024, concurrency=64, weights_dtype="fp8")
+    sweep = FRONTIER_CONCURRENCIES if frontier else DEFAULT_CONCURRENCIES
+    plan = plan_serving(
+        load_model("deepseek-v3"),
+        load_cluster("hgx-h200", 2),
+        16,
+        w,
+        concurrencies=sweep,
+        overlap_options=(False, True) if frontier else None,
+    )
+    return len(plan.layouts)  # fmt: skip
+
+
+def serving_plan() -> int:
+    return _serving_plan(frontier=False)
+
+
+def serving_frontier() -> int:
+    return _serving_plan(frontier=True)
+
+
 CASES: dict[str, tuple[Callable[[], int], int]] = {
     "search llama-3.1-405b, 16384 x H100": (search_405b, 5),
     "search deepseek-v3, 2048 x H800": (search_deepseek, 3),
@@ -100,6 +128,8 @@ CASES: dict[str, tuple[Callable[[], int], int]] = {
     "simulate interleaved P16 M256 V4": (one_simulation, 3),
     "training_memory llama-3.1-70b": (memory_70b, 20),
     "training_memory deepseek-v3 (671B)": (memory_671b, 20),
+    "serving plan deepseek-v3, 16 x H200": (serving_plan, 5),
+    "serving frontier deepseek-v3, 16 x H200": (serving_frontier, 3),
 }
 """Name -> (case, default repeats)."""
 

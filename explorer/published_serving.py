@@ -24,9 +24,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from explorer.memory.serving import ServingLayout
+from explorer.memory.serving import MemoryAssumptions, ServingLayout
 from explorer.presets import load_gpu, load_model
 from explorer.serving import ServingAssumptions, estimate_serving
+from explorer.serving.assumptions import GraphSizes
 from explorer.serving.latency import EngineStep
 from explorer.specs import ClusterSpec, ServingWorkload
 
@@ -35,6 +36,12 @@ GPUS_PER_NODE = 8
 MAX_BATCH = 8192
 """Most sequences a step at maximum load. Source: TensorRT-LLM's perf-overview options
 capture CUDA graphs for batches up to 8192, so the KV cache, not the batch, is the cap."""
+
+ENGINE_MEMORY = {"TensorRT-LLM": MemoryAssumptions(kv_free_memory_fraction=0.9)}
+"""How each engine sizes its KV cache, where it differs from vLLM's default rule. Source:
+TensorRT-LLM ``KvCacheConfig.free_gpu_memory_fraction``, 0.9 of the memory free after the
+model loads (perf-overview.md names 0.90 the default; some of its runs used 0.95, which ones
+it does not say, so the default stands)."""
 
 Phase = Literal["throughput", "decode", "prefill"]
 REQUIRED = {
@@ -120,7 +127,7 @@ def _case(run: dict[str, Any]) -> tuple[Any, ClusterSpec, ServingLayout, Serving
 
 def estimate_run(run: dict[str, Any], a: ServingAssumptions | None = None) -> RunCheck:
     """The estimator's tokens/s per GPU for one published run (the module docstring's rules)."""
-    a = a or ServingAssumptions()
+    a = a or engine_assumptions(run["engine"])
     model, cluster, layout, workload = _case(run)
     gpus = layout.world_size
     estimate: float | None
@@ -155,6 +162,22 @@ def estimate_run(run: dict[str, Any], a: ServingAssumptions | None = None) -> Ru
             why = f"{concurrency:,} sequences a replica, ITL {loaded.itl_s * 1e3:.1f} ms"
         estimate = rate / gpus
     return RunCheck(run["id"], run["engine"], run["phase"], _measured_per_gpu(run), estimate, why)
+
+
+ENGINE_GRAPHS: dict[str, GraphSizes] = {"TensorRT-LLM": "tensorrt-llm"}
+"""Which CUDA-graph batch sizes each engine's runs captured, where they differ from vLLM's
+(explorer.serving.assumptions.CUDA_GRAPH_SIZES; TensorRT-LLM: its perf-overview options)."""
+
+
+def engine_assumptions(engine: str) -> ServingAssumptions:
+    """The default assumptions with the engine's own memory rule (``ENGINE_MEMORY``) and CUDA
+    graph sizes (``ENGINE_GRAPHS``)."""
+    a = ServingAssumptions()
+    if (memory := ENGINE_MEMORY.get(engine)) is not None:
+        a = replace(a, memory=memory)
+    if (sizes := ENGINE_GRAPHS.get(engine)) is not None:
+        a = replace(a, cuda_graph_sizes=sizes)
+    return a
 
 
 def _with(workload: ServingWorkload, concurrency: int) -> ServingWorkload:

@@ -352,6 +352,9 @@ class AttentionCurve:
     """Backward, no mask, one per length."""
     head_dim: int = 128
     source: str = ""
+    head_dims: tuple[AttentionCurve, ...] = ()
+    """The same kernel's tables at other head dimensions (explorer.compute.attention
+    interpolates between them by head dimension)."""
 
     def __post_init__(self) -> None:
         n = len(self.seq_lens)
@@ -375,11 +378,13 @@ class KernelFigures:
     tile_n: int = 256
     """Output tile columns."""
     k_overhead: float = 128.0
-    """Time an output tile spends outside its main loop (prologue, epilogue), in k elements
-    (BF16 / TF32). An assumption: two 64-deep k-blocks (pipeline fill and write-back); the
+    """Time each wave of output tiles spends outside its main loop (prologue, epilogue), in k
+    elements of a tile_m x tile_n tile's main loop (BF16 / TF32); it adds to memory-bound
+    GEMMs too. An assumption: two 64-deep k-blocks (pipeline fill and write-back); the
     measured large-GEMM shares reach 78-87% at k = 2,048-13,312 (ml-engineering MAMF table)."""
     fp8_k_overhead: float = 600.0
-    """The same for FP8 GEMMs, which also promote partial sums to FP32 once per k-block.
+    """The same for FP8 GEMMs, which on Hopper also promote partial sums to FP32 once per
+    k-block (Blackwell presets set the BF16 figure: no promotion).
     Source: DeepGEMM README H800 dense table at M = 4096: K = 512 / 1,536 / 2,048 / 7,168 run at
     0.43 / 0.73 / 0.75 / 0.96 of K = 16,384's rate, i.e. k / (k + 570-670)."""
     gemms: tuple[GemmPoint, ...] = ()
@@ -534,6 +539,13 @@ class ClusterSpec:
     kind, placement and group size it replaces the fabric model."""
     name: str = "custom"
     """Display name."""
+    segment_allocation: bool = False
+    """Jobs get their nodes in equal segments, each inside one scale-up domain (Slurm
+    topology/block with ``--segment``): a segment is the job's node count where that fits in
+    one domain, else the largest divisor of it that does (``explorer.comm.topology``). False:
+    ranks fill domains in order. Source: Megatron-Bridge scripts/performance/utils/executors.py
+    (4-GPU nodes, i.e. GB200: --segment = nodes up to 18, else the largest divisor <= 18);
+    Slurm topology.conf(5), topology/block (BlockSizes, --segment)."""
 
     def __post_init__(self) -> None:
         _positive(

@@ -45,6 +45,10 @@ BASES: dict[str, list[str]] = {
               "1024", "--output-len", "128", "--concurrency", "8"],
     "search": ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "4096",
                "--gbs", "64", "--top", "3"],
+    "flexsp": ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--lengths",
+               "4096:8,16384:1", "--gbs", "9"],
+    "helix": ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--context",
+              "65536", "--users", "1,4"],
 }  # fmt: skip
 """A valid command line per subcommand, which the test then spoils."""
 MODELS = st.sampled_from(["mixtral-8x7b", "/dev/null", "/", "", "no-such-model"]) | ANY
@@ -64,6 +68,12 @@ FLAGS: dict[str, dict[str, st.SearchStrategy[str]]] = {
               "--output-len": ANY, "--concurrency": ANY, "--gpu-memory-utilization": ANY},
     "search": {**CLUSTER, **WORKLOAD, "--gpus": ANY, "--top": ANY, "--mbs-values": ANY,
                "--max-virtual": ANY},
+    "flexsp": {"--model": MODELS, **CLUSTER, "--gpus": ANY, "--tp": ANY, "--gbs": ANY,
+               "--tokens-per-step": ANY, "--sweep-skew": ANY,
+               "--lengths": st.sampled_from(["longtail:skew=9", "longtail:longest=1e9",
+                                             "4096:nan", "4096:1e308", "1,2,3"]) | ANY},
+    "helix": {"--model": MODELS, **CLUSTER, "--gpus": ANY, "--context": ANY,
+              "--output-len": ANY, "--users": ANY, "--batch": ANY},
 }  # fmt: skip
 """Per subcommand, the flags the test may spoil and what it may put there."""
 

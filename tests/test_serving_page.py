@@ -38,3 +38,18 @@ def test_the_serving_page_says_how_many_users_each_layout_holds_by_context():
     users = tables[0]
     assert (users["users at 4K"] >= users["users at 32K"]).all()
     assert (users["users at 32K"] >= users["users at 128K"]).all()
+
+
+def test_the_serving_page_decodes_its_best_layout_speculatively():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["workload"] = "serving"
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert not any("tokens a step of" in m.value for m in at.markdown)  # 0 draft tokens: off
+    at.selectbox(key="serving_spec_draft").set_value("llama-3.1-8b")
+    at.number_input(key="serving_spec_tokens").set_value(3).run()
+    assert not at.exception
+    lines = [m.value for m in at.markdown if "tokens a step of" in m.value]
+    # acceptance 0.85 and k = 3: (1 - 0.85^4) / 0.15 = 3.19 tokens a step
+    assert len(lines) == 1 and "3.19 tokens a step" in lines[0] and "3 draft passes" in lines[0]

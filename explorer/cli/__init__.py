@@ -29,6 +29,8 @@ COMMANDS: tuple[str, ...] = (
     "scaling",
     "probe",
     "import_",
+    "flexsp",
+    "helix",
 )
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 

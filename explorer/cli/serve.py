@@ -36,6 +36,8 @@ from explorer.serving import (
 )
 from explorer.serving.capacity import CapacityRow, capacity_rows, capacity_sentences
 from explorer.serving.disaggregated import Disaggregated, PoolRate, plan_disaggregated
+from explorer.serving.drafts import check_speculation
+from explorer.serving.frontier import DEFAULT_CONCURRENCIES, FRONTIER_CONCURRENCIES
 from explorer.serving.scheduler import EngineLoad, LoadResult, Percentiles, serve_under_load
 from explorer.serving.speculative import Speculation, SpeculativeDecode, speculative_decode
 from explorer.specs import GpuSpec
@@ -72,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "disaggregated): their layouts, the split, the KV transfer, the balanced ratio",
     )
     spec = parser.add_argument_group(
-        "speculative decoding of the best fitting layout (explorer.serving.speculative)"
+        "speculative decoding (explorer.serving.speculative): the plan, the frontier and the "
+        "load simulation decode speculatively; the best fitting layout's steps are shown"
     )
     spec.add_argument("--speculative", choices=("mtp", "draft"), help="the draft: MTP or a model")
     spec.add_argument("--draft-tokens", type=int, default=1, help="tokens drafted a step (1)")
@@ -101,6 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_calibration(group)
     add_cost(parser, training=False)
+    parser.add_argument(
+        "--frontier",
+        action="store_true",
+        help="the Pareto frontier of tokens/s per GPU against tokens/s per user across layouts "
+        "and loads (1 to 1024 sequences per replica), two-batch overlap on and off for EP "
+        "layouts, as serving benchmarks draw it",
+    )
     parser.add_argument(
         "--target-rps",
         type=float,
@@ -209,7 +219,19 @@ def load_json(layout: ServingLayout, load: EngineLoad, r: LoadResult) -> dict[st
     }
 
 
-def _under_load(plan: ServingPlan, args: argparse.Namespace, run_args: tuple) -> object:
+def _frontier_json(plan: ServingPlan) -> list[dict[str, object]]:
+    """The Pareto points, fastest per user first (tokens/s per GPU rising along the list)."""
+    front = [p for p in plan.pareto if p.pareto]
+    front.sort(key=lambda p: -p.tokens_per_s_per_user)
+    return [dataclasses.asdict(p) for p in front]
+
+
+def _under_load(
+    plan: ServingPlan,
+    args: argparse.Namespace,
+    run_args: tuple,
+    speculation: Speculation | None = None,
+) -> object:
     """The simulation of the plan's best fitting layout, or a sentence why there is none."""
     load = load_from(args)
     if load is None:
@@ -219,7 +241,7 @@ def _under_load(plan: ServingPlan, args: argparse.Namespace, run_args: tuple) ->
         return {"note": "no layout fits, so no engine runs under load"}
     best = fitting[0].layout
     model, cluster, workload, assumptions = run_args
-    result = serve_under_load(model, cluster, best, workload, load, assumptions)
+    result = serve_under_load(model, cluster, best, workload, load, assumptions, speculation)
     return load_json(best, load, result)
 
 
@@ -247,7 +269,14 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     assumptions = assumptions_from(args, figures.overrides() if figures else {})
     load_from(args)  # bad load flags fail before the plan runs
     speculation = speculation_from(args)
-    plan = plan_serving(model, cluster, args.gpus, workload, assumptions)
+    if speculation is not None:
+        check_speculation(model, speculation)
+    sweep = FRONTIER_CONCURRENCIES if args.frontier else DEFAULT_CONCURRENCIES
+    overlap = (False, True) if args.frontier else None
+    plan = plan_serving(
+        model, cluster, args.gpus, workload, assumptions, sweep,
+        speculation=speculation, overlap_options=overlap,
+    )  # fmt: skip
     rows = capacity_rows(model, cluster, plan, workload, assumptions)
     return {
         "model": model.name,
@@ -262,6 +291,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "rejected": [{**_layout_json(lay), "reason": why} for lay, why in plan.rejected],
         "pareto": [dataclasses.asdict(p) for p in plan.pareto if p.pareto],
         "sweep": [dataclasses.asdict(p) for p in plan.pareto],
+        "frontier": _frontier_json(plan) if args.frontier else None,
         "answers": list(serving_answers(plan)),
         "capacity": {
             "sentences": list(capacity_sentences(model, cluster, rows, workload)),
@@ -270,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "assumptions": dataclasses.asdict(assumptions),
         "leaves_out": LEAVES_OUT,
         "calibration": calibration_json(args, figures),
-        "under_load": _under_load(plan, args, (model, cluster, workload, assumptions)),
+        "under_load": _under_load(plan, args, (model, cluster, workload, assumptions), speculation),
         "speculative": _speculative(plan, speculation, (model, cluster, workload, assumptions)),
         "disaggregated": (
             [
@@ -424,6 +454,8 @@ def render(result: dict) -> str:
         lines.append(_load_line(result["under_load"]))
     if result.get("speculative"):
         lines.append(_speculative_line(result["speculative"]))
+    if result.get("frontier") is not None:
+        lines += _frontier_lines(result["frontier"])
     if result.get("disaggregated") is not None:
         lines += _disaggregated_lines(result["disaggregated"])
     return "\n".join(lines + calibration_lines(result))
@@ -443,6 +475,21 @@ def _load_line(u: dict) -> str:
         f"{ms(u['e2e'])}; {u['tokens_per_s']:,.0f} output tokens/s, {u['preemptions']} "
         f"preemptions{note}."
     )
+
+
+def _frontier_lines(points: list[dict]) -> list[str]:
+    if not points:
+        return ["- Frontier: no layout fits at any load swept."]
+    lines = ["- Frontier (tokens/s per GPU against tokens/s per user, across layouts and loads):"]
+    for p in points:
+        option = " TBO" if p["two_batch_overlap"] else ""
+        option += " speculative" if p["speculative"] else ""
+        lines.append(
+            f"  {p['label']:<20}{option:<5} {p['concurrency']:>5} seqs  "
+            f"{p['tokens_per_s_per_user']:8,.1f} tok/s/user  "
+            f"{p['tokens_per_s_per_gpu']:9,.0f} tok/s/GPU  TTFT {p['ttft_s'] * 1e3:,.0f} ms"
+        )
+    return lines
 
 
 def _label(r: dict) -> str:

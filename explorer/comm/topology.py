@@ -4,6 +4,9 @@ Rank numbering: a layout's ranks are numbered 0..world-1 in mixed radix over the
 innermost (fastest-varying) first, in ``Layout.mesh_order`` (default tp, cp, ep, dp, pp). Rank r
 sits in scale-up domain r // K (K = ``ClusterSpec.domain_size``: 8 on an HGX board, 72 in an
 NVL72 rack). Source: Megatron-Core ``parallel_state.RankGenerator`` (order "tp-cp-ep-dp-pp").
+Under segmented allocation (``ClusterSpec.segment_allocation``) K is the job's segment instead:
+a segment of whole nodes sits in one domain and the next segment in another
+(``placement_domain_size``), so 256 GPUs on NVL72 racks run as four 64-GPU segments.
 
 Expert parallelism is folded, as Megatron-Core does: the dense layers use the axes tp, cp, dp,
 pp (ep has size 1 there); the expert layers re-cut the same tp x cp x dp ranks of each pipeline
@@ -160,6 +163,25 @@ def _span(sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int) -
     return max(1, group_size // most), most
 
 
+def placement_domain_size(cluster: ClusterSpec, world: int) -> int:
+    """Consecutive ranks of a ``world``-GPU job that share a scale-up domain.
+
+    Without segmented allocation the cluster's domain. With it (Slurm topology/block,
+    ``--segment``) the job's nodes come in equal segments, each inside one domain: the job's
+    node count where it fits in a domain, else the largest divisor of it that does. Source:
+    Megatron-Bridge scripts/performance/utils/executors.py (GB200 NVL72: --segment = nodes up
+    to 18 nodes, else the largest divisor of the node count <= 18); Slurm topology/block.
+    """
+    domain, per_node = cluster.domain_size, cluster.gpus_per_node
+    if not cluster.segment_allocation or domain <= per_node:
+        return domain
+    nodes, domain_nodes = math.ceil(world / per_node), domain // per_node
+    if nodes <= domain_nodes:
+        return nodes * per_node
+    segment = max(d for d in range(1, domain_nodes + 1) if nodes % d == 0)
+    return segment * per_node
+
+
 @lru_cache(maxsize=16384)
 def _placement(
     group: GroupName,
@@ -172,7 +194,8 @@ def _placement(
     ordered = tuple(size_of[a] for a in order)
     members = tuple(a in axes for a in order)
     size = math.prod(size_of[a] for a in axes)
-    per_domain, domains = _span(ordered, members, cluster.domain_size)
+    domain = placement_domain_size(cluster, math.prod(ordered))
+    per_domain, domains = _span(ordered, members, domain)
     up, out, nvls, sharp = placement_links(cluster)
     return GroupPlacement(
         group=group,

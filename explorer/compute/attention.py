@@ -5,10 +5,13 @@ sequence length (more key blocks per query block amortise each block's softmax r
 write-back) and falls under a causal mask at short lengths (the diagonal blocks are half
 empty). The GPU preset names a measured table (``presets/kernels/attention.toml``: FA3 on H100,
 FA2 on A100); between its sequence lengths the share is interpolated in log2(length), outside
-them it is held at the nearest end. Figures are for head dimension 128; other head dimensions
-take the same shares (an assumption: FA3's Fig. 5 shows 64 lower and 256 higher). The causal
-backward is not published for head dimension 128: it takes the backward share times the
-forward's causal / no-mask ratio at the same length (the same half-empty diagonal blocks).
+them it is held at the nearest end. A table may carry the same kernel's tables at other head
+dimensions (FA3's Figs. 5-6 measure 64, 128 and 256: a larger head does more MMA work per
+softmax element); between them the share is interpolated in log2(head dimension), outside them
+held at the nearest. MLA's heads are 192 wide in Q K^T and 128 in P V: the head dimension is
+their mean, as the two products' FLOPs weigh them. The causal backward is not published: it
+takes the backward share times the forward's causal / no-mask ratio at the same length (the
+same half-empty diagonal blocks).
 """
 
 from __future__ import annotations
@@ -42,12 +45,8 @@ def _interpolated(lengths: tuple[int, ...], shares: tuple[float, ...], seq_len: 
     return shares[i - 1] + t * (shares[i] - shares[i - 1])
 
 
-def attention_share(curve: AttentionCurve, seq_len: float, causal: bool, backward: bool) -> float:
-    """Achieved share of the dense BF16 peak of the attention core's forward or backward at
-    ``seq_len`` keys per query (the context-parallel shard's length where CP splits it).
-
-    Source: the table's measurements (``curve.source``); module docstring for the rest.
-    """
+def _curve_share(curve: AttentionCurve, seq_len: float, causal: bool, backward: bool) -> float:
+    """One head dimension's share (module docstring)."""
     n = curve.seq_lens
     forward = _interpolated(n, curve.forward, seq_len)
     if not backward:
@@ -56,3 +55,24 @@ def attention_share(curve: AttentionCurve, seq_len: float, causal: bool, backwar
     if causal:
         share *= _interpolated(n, curve.forward_causal, seq_len) / forward
     return share
+
+
+def attention_share(
+    curve: AttentionCurve,
+    seq_len: float,
+    causal: bool,
+    backward: bool,
+    head_dim: float | None = None,
+) -> float:
+    """Achieved share of the dense BF16 peak of the attention core's forward or backward at
+    ``seq_len`` keys per query (the context-parallel shard's length where CP splits it) and
+    ``head_dim`` (None: the table's own head dimension).
+
+    Source: the table's measurements (``curve.source``); module docstring for the rest.
+    """
+    tables = sorted((curve, *curve.head_dims), key=lambda c: c.head_dim)
+    if head_dim is None or len(tables) == 1:
+        return _curve_share(curve, seq_len, causal, backward)
+    dims = tuple(c.head_dim for c in tables)
+    shares = tuple(_curve_share(c, seq_len, causal, backward) for c in tables)
+    return _interpolated(dims, shares, head_dim)

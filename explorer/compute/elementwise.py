@@ -7,12 +7,21 @@ norms, residuals and dropout act on the whole hidden state unless sequence paral
 it (Korthikanti et al. 2022, arXiv:2205.05198, sec. 4.2.2, whose activation ledger of
 Table 2 names the same tensors). The backward pass moves about twice the forward's bytes
 (it reads the saved inputs and writes gradients).
+
+Three ledgers (explorer.compute.framework names which a stack runs): ``fused`` counts every
+norm, residual add and activation as one kernel that reads its inputs and writes its output
+once (Megatron-Core with Transformer Engine; RoPE, fused by TE, is left out as before);
+``eager`` counts the ops PyTorch eager autograd launches for torchtitan's Llama code, fp32
+intermediates included, with their backward formulas; ``compiled`` counts what Inductor
+leaves when it fuses each block's pointwise chains and reductions (torch.compile per block).
+Elements are 2-byte activation elements; an fp32 intermediate counts as two.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer.compute.framework import MemoryBoundLedger
 from explorer.compute.work import StageWork
 from explorer.specs import Layout, ModelSpec
 
@@ -29,6 +38,14 @@ class Traffic:
     attention: float
     """The attention core's share (softmax, dropout on probabilities; what selective
     recompute repeats); 0 with FlashAttention."""
+    backward: float
+    """Elements the backward's memory-bound kernels move (twice ``blocks`` in the fused and
+    compiled ledgers; the autograd formulas' own in the eager one)."""
+    forward_launches: float
+    """Memory-bound kernels of the blocks' forward per micro-batch (explorer.compute.framework
+    times their CPU issue)."""
+    backward_launches: float
+    """Memory-bound kernels of the blocks' backward per micro-batch."""
 
 
 def hidden_elements_per_layer(model: ModelSpec, layout: Layout, dropout: bool) -> float:
@@ -73,17 +90,192 @@ def attention_elements_per_layer(
     return per_score * model.num_attention_heads * seq_len / layout.tp
 
 
-def stage_traffic(
-    work: StageWork, model: ModelSpec, layout: Layout, seq_len: int, flash: bool, dropout: bool
-) -> Traffic:
-    """Forward memory-bound elements per token per GPU of a stage's blocks.
+FUSED_LAUNCHES = 7
+"""Fused ledger: memory-bound kernels of a block's forward besides its GEMMs (two norms, two
+residual adds, the activation, RoPE and the attention core; twice as many backward)."""
 
-    Source: the ledgers of this module's functions.
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """One block's memory-bound work per token per GPU: 2-byte elements and kernels."""
+
+    forward: float
+    backward: float
+    forward_launches: float
+    backward_launches: float
+
+    def __add__(self, other: Ledger) -> Ledger:
+        return Ledger(
+            self.forward + other.forward,
+            self.backward + other.backward,
+            self.forward_launches + other.forward_launches,
+            self.backward_launches + other.backward_launches,
+        )
+
+    def __mul__(self, times: float) -> Ledger:
+        return Ledger(
+            self.forward * times,
+            self.backward * times,
+            self.forward_launches * times,
+            self.backward_launches * times,
+        )
+
+
+def eager_rmsnorm(width: float) -> Ledger:
+    """torchtitan's eager RMSNorm over ``width`` elements per token (bf16 in and out).
+
+    Forward, 8 kernels, in bytes per element: x.float() reads 2 writes 4; pow(2) 4 + 4;
+    mean(-1) reads 4; + eps and rsqrt act on one value per token; x * rsqrt 4 + 4;
+    type_as 4 + 2; * weight 2 + 2: 36 bytes (18 elements). Backward, 13 kernels (autograd
+    formulas of torch/csrc/autograd/FunctionsManual.cpp): * weight 4 and its weight gradient
+    (grad * output, then a sum over tokens) 8; type_as 6; x * rsqrt's two gradients 8 and
+    12 + 4 (a mul, then a sum over the row); mean's expand-and-divide 4; pow's 2 x ** 1,
+    times 2, times grad 28; the two fp32 gradients of x added 12; the cast back 6: 92 bytes
+    (46 elements). Source: torchtitan 9dec370 torchtitan/models/norms.py RMSNorm (norm_type
+    "rmsnorm", train_configs/llama3_8b.toml); the same ops as at::rms_norm's composite.
     """
-    hidden = hidden_elements_per_layer(model, layout, dropout) * work.num_layers
-    dense_mlp = mlp_elements_per_layer(model, layout, moe=False)
-    moe_mlp = mlp_elements_per_layer(model, layout, moe=True) if model.is_moe else 0.0
-    mlp = dense_mlp * (work.num_layers - work.num_moe_layers) + moe_mlp * work.num_moe_layers
+    return Ledger(18 * width, 46 * width, 8, 13)
+
+
+def one_norm(width: float) -> Ledger:
+    """One norm kernel (TE, Inductor, torchtitan's fused_rmsnorm Triton kernel, or PyTorch's
+    native LayerNorm): reads and writes the hidden state (2 elements per channel); backward
+    twice that."""
+    return Ledger(2 * width, 4 * width, 1, 2)
+
+
+def residual(width: float) -> Ledger:
+    """A residual add: reads two, writes one; backward adds the two gradient paths into the
+    input's gradient (autograd accumulation: reads two, writes one)."""
+    return Ledger(3 * width, 3 * width, 1, 1)
+
+
+def eager_rope(width: float) -> Ledger:
+    """torchtitan's eager complex RoPE on one of q and k: xq.float() reads 1 writes 2 elements
+    per channel, the complex multiply by freqs_cis 2 + 2, type_as 2 + 1 (10; 3 kernels);
+    backward the conjugate multiply and the two casts, the same 10. Source: torchtitan
+    9dec370 models/llama/model.py apply_rotary_emb (view_as_complex, view_as_real are
+    views)."""
+    return Ledger(10 * width, 10 * width, 3, 3)
+
+
+def repeat_kv(kv_width: float, q_width: float) -> Ledger:
+    """GQA's repeat_kv of k or v: expand + reshape copies kv to the q heads (read kv, write q);
+    backward sums the repeats back. Source: torchtitan 9dec370 model.py repeat_kv (F.sdpa
+    takes equal heads there). The SDPA output's transpose(1, 2).contiguous() is free: the
+    flash kernel already writes (b, s, h, d)."""
+    return Ledger(kv_width + q_width, q_width + kv_width, 1, 1)
+
+
+def eager_activation(model: ModelSpec, width: float) -> Ledger:
+    """Eager SwiGLU silu(w1 x) * (w3 x): silu reads and writes f (2), the product reads 2 f
+    and writes f (3); backward two products (3 each) and silu_backward (3). GELU: one kernel,
+    2 forward, 3 backward (gelu_backward reads the gradient and the input). Source:
+    torchtitan 9dec370 model.py FeedForward; derivatives.yaml (mul, silu, gelu)."""
+    if model.ffn_kind == "swiglu":
+        return Ledger(5 * width, 9 * width, 2, 3)
+    return Ledger(2 * width, 3 * width, 1, 1)
+
+
+def fused_activation(model: ModelSpec, width: float) -> Ledger:
+    """One activation kernel: SwiGLU reads 2 f, writes f; GELU reads and writes f; backward
+    twice."""
+    per_width = 3 if model.ffn_kind == "swiglu" else 2
+    return Ledger(per_width * width, 2 * per_width * width, 1, 2)
+
+
+def _attention_widths(model: ModelSpec, tp: int) -> tuple[float, float]:
+    """(q, k) widths per GPU that RoPE rotates: all head channels, or MLA's rope dimensions
+    (the shared k_pe is whole on every TP rank)."""
+    if model.is_mla:
+        return model.num_attention_heads * model.qk_rope_head_dim / tp, model.qk_rope_head_dim
+    d = model.head_size
+    return model.num_attention_heads * d / tp, model.kv_heads * d / tp
+
+
+def _mlp_width(model: ModelSpec, tp: int, moe: bool) -> float:
+    if not moe:
+        return model.intermediate_size / tp
+    k = model.num_experts_per_tok
+    return (k * model.moe_intermediate_size + model.shared_ffn_size) / tp
+
+
+def block_ledger(
+    model: ModelSpec,
+    layout: Layout,
+    moe: bool,
+    ledger: MemoryBoundLedger,
+    dropout: bool,
+    fused_norm: bool = False,
+) -> Ledger:
+    """One block's norms, residuals, RoPE, GQA repeat and activation under ``ledger``
+    (the attention core's softmax apart, as ``attention_elements_per_layer``).
+
+    ``fused``: the ledger of ``hidden_elements_per_layer`` and ``mlp_elements_per_layer``
+    (RoPE left out, as Transformer Engine fuses it into its attention path); ``eager``: the
+    per-op functions above, norms of LayerNorm models (or all, with ``fused_norm``: torchtitan's
+    norm_type fused_rmsnorm Triton kernel) as one kernel;
+    ``compiled``: each norm, residual, RoPE, repeat and activation as one kernel (Inductor
+    fuses pointwise chains and reductions: Ansel et al. 2024, PyTorch 2, ASPLOS, sec. 5),
+    backward twice the forward. MoE blocks add the token permutation (4 k h / tp, backward
+    twice) under every ledger.
+    """
+    if ledger == "fused":
+        hidden = hidden_elements_per_layer(model, layout, dropout)
+        mlp = mlp_elements_per_layer(model, layout, moe)
+        forward = hidden + mlp
+        return Ledger(forward, 2 * forward, FUSED_LAUNCHES, 2 * FUSED_LAUNCHES)
+    width = model.hidden_size / (layout.tp if layout.sp else 1)
+    q, k = _attention_widths(model, layout.tp)
+    f = _mlp_width(model, layout.tp, moe)
+    masks = 2 * DROPOUT_MASK_ELEMENTS * width if dropout else 0.0
+    permute = 4 * model.num_experts_per_tok * model.hidden_size / layout.tp if moe else 0.0
+    extra = Ledger(masks + permute, 2 * (masks + permute), 2 * moe, 4 * moe)
+    gqa = not model.is_mla and model.kv_heads < model.num_attention_heads
+    if ledger == "eager":
+        one_kernel = fused_norm or model.norm_kind == "layernorm"
+        norm = one_norm if one_kernel else eager_rmsnorm
+        found = norm(width) * 2 + residual(width) * 2 + eager_activation(model, f)
+        if not model.learned_position_embeddings:  # learned positions: no RoPE in the block
+            found = found + eager_rope(q) + eager_rope(k)
+        if model.qk_norm:
+            found = found + norm(q) + norm(k)
+    else:
+        found = one_norm(width) * 2 + residual(width) * 2 + fused_activation(model, f)
+        if not model.learned_position_embeddings:
+            found = found + Ledger(2 * (q + k), 4 * (q + k), 1, 2)  # RoPE on q and k
+        if model.qk_norm:
+            found = found + one_norm(q) + one_norm(k)
+    if gqa:
+        found = found + repeat_kv(k, q) * 2
+    return found + extra
+
+
+def stage_traffic(
+    work: StageWork,
+    model: ModelSpec,
+    layout: Layout,
+    seq_len: int,
+    flash: bool,
+    dropout: bool,
+    ledger: MemoryBoundLedger = "fused",
+    fused_norm: bool = False,
+) -> Traffic:
+    """Forward and backward memory-bound elements per token per GPU of a stage's blocks, and
+    their kernels per micro-batch.
+
+    Source: the ledgers of this module's functions; the attention core's softmax moves the
+    same under every ledger (backward twice).
+    """
+    dense = block_ledger(model, layout, False, ledger, dropout, fused_norm)
+    moe = block_ledger(model, layout, True, ledger, dropout, fused_norm) if model.is_moe else dense
+    blocks = dense * (work.num_layers - work.num_moe_layers) + moe * work.num_moe_layers
     attention = attention_elements_per_layer(model, layout, seq_len, flash, dropout)
     attention *= work.num_layers
-    return Traffic(blocks=hidden + mlp + attention, attention=attention)
+    return Traffic(
+        blocks=blocks.forward + attention,
+        attention=attention,
+        backward=blocks.backward + 2 * attention,
+        forward_launches=blocks.forward_launches,
+        backward_launches=blocks.backward_launches,
+    )

@@ -1,21 +1,29 @@
 """GEMM efficiency by shape and format: achieved share of the format's dense tensor-core peak.
 
 C (m x n) = A (m x k) B (k x n) runs as output tiles of tile_m x tile_n spread over the SMs in
-waves; each tile loops over k. Three named losses (NVIDIA, "Matrix Multiplication Background"
-user's guide, ch. 3: tile and wave quantisation):
-- tile quantisation: m and n are padded up to whole tiles;
-- wave quantisation: the last wave of tiles leaves SMs idle (tiles / (waves x SMs));
-- depth: every tile spends ``k_overhead`` k-elements' worth of time outside its main loop, so a
-  shallow k (TP-split FFN width, MLA's low-rank projections) runs at k / (k + k_overhead).
-The kernel may choose a tile of tile_m x tile_n, its transpose or half of it (128 x 128); the
-best is taken. The product is a shape factor; a measured GEMM of the same format (the GPU
-preset's maximum-achievable-matmul figure, or a user's calibration points) anchors it:
-efficiency = measured x factor(shape) / factor(measured shape), at most 1. The measured point is
-reproduced exactly; where the shape differs only the model's losses move it. Clocks: the
-measured figures ran at whatever clock the GPU held under that load (power-limited, not the
-boost clock), so the anchor carries the sustained clock. Finally the roofline (Williams et al.
-2009, CACM 52(4)): a GEMM cannot beat its HBM traffic over achievable bandwidth (decode,
-one-token micro-batches).
+waves; each tile loops over k. The time of one GEMM (NVIDIA, "Matrix Multiplication
+Background" user's guide, ch. 3: tile and wave quantisation):
+- main loop: the FLOPs over the busy tile slots, at the rate the format's measured GEMM shows;
+  tile quantisation pads m and n up to whole tiles, wave quantisation leaves SMs idle in the
+  last wave (tiles / (waves x SMs));
+- HBM: the main loop cannot beat its traffic over achievable bandwidth (the roofline, Williams
+  et al. 2009, CACM 52(4)); the two overlap (the loads are pipelined under the MMAs);
+- fixed time per wave: every wave of tiles spends ``k_overhead`` k-elements' worth of the
+  reference tile's (tile_m x tile_n) main loop outside it (pipeline fill, epilogue), which
+  neither overlaps the main loop nor the HBM traffic. A shallow k (TP-split FFN width, MLA's
+  low-rank projections) and a memory-bound small-m GEMM pay it alike.
+The kernel picks the tile that makes the GEMM fastest: the preset's tile, its transpose, 128 x
+128, or a narrow tile for small m (DeepGEMM's choices, deep_gemm/jit_kernels/gemm.py
+get_best_configs at commit 78cacf7: block_m 64 for m <= 64 else 128, block_n 16 to 128 in
+steps of 8), which spreads a few rows over all SMs.
+Anchor and ceiling: the main-loop rate comes from the format's measured GEMM (the GPU preset's
+maximum-achievable-matmul figure, or a user's calibration points; the nearest in log-shape),
+whose time is reproduced exactly. The preset figures are the best shape of a search over shapes
+(ml-engineering's MAMF finder), so no shape of that format runs faster than the best measured
+one: its share caps every shape (the ceiling; where the model's losses at the anchor are larger
+than at another shape, the search would have found that shape faster). Clocks: the measured
+figures ran at whatever clock the GPU held under that load (power-limited, not the boost
+clock), so the anchor carries the sustained clock.
 """
 
 from __future__ import annotations
@@ -32,6 +40,10 @@ GENERIC_KERNELS = KernelFigures(num_sms=132, source="H100-like defaults")
 GENERIC_CEILING = 0.8
 """Large-GEMM share of peak where no measurement exists. Source: ml-engineering MAMF table,
 BF16 across NVIDIA A100-B200: 73-87% (H100 SXM 80.3%)."""
+SMALL_M_TILE_NS = tuple(range(16, 129, 8))
+"""Narrow tile widths kernels choose for small m. Source: DeepGEMM (deepseek-ai/DeepGEMM,
+deep_gemm/jit_kernels/gemm.py get_best_configs, commit 78cacf7): block_n in range(16, 129, 8),
+block_m 64 for m <= 64 else 128."""
 
 
 def kernel_figures(gpu: GpuSpec) -> KernelFigures:
@@ -55,28 +67,43 @@ def _waves_share(tiles: int, sms: int) -> float:
     return tiles / (math.ceil(tiles / sms) * sms)
 
 
-def quantisation_share(m: float, n: float, figures: KernelFigures) -> float:
-    """Share of the tile slots that do useful work, best over the kernel's tile choices:
-    (m n / padded area) x wave share. Source: module docstring (tile and wave quantisation)."""
+def _large_tiles(figures: KernelFigures) -> tuple[tuple[int, int], ...]:
     tm, tn = figures.tile_m, figures.tile_n
-    best = 0.0
-    for rows, cols in ((tm, tn), (tn, tm), (tm, tm)):
-        tiles_m, tiles_n = math.ceil(m / rows), math.ceil(n / cols)
-        padded = m * n / (tiles_m * rows * tiles_n * cols)
-        best = max(best, padded * _waves_share(tiles_m * tiles_n, figures.num_sms))
-    return best
+    return ((tm, tn), (tn, tm), (tm, tm))
 
 
-def shape_factor(m: float, n: float, k: float, dtype: str, figures: KernelFigures) -> float:
-    """Tile, wave and depth losses of one GEMM shape, a share in (0, 1]."""
+def _tiles(m: float, figures: KernelFigures) -> tuple[tuple[int, int], ...]:
+    """Tile choices for a GEMM of m rows: the large tiles and the narrow small-m ones."""
+    rows = 64 if m <= 64 else 128
+    return _large_tiles(figures) + tuple((rows, cols) for cols in SMALL_M_TILE_NS)
+
+
+def _slots(m: float, n: float, rows: int, cols: int, sms: int) -> tuple[float, int]:
+    """(useful share of the tile slots, waves) of m x n in rows x cols tiles."""
+    tiles_m, tiles_n = math.ceil(m / rows), math.ceil(n / cols)
+    tiles = tiles_m * tiles_n
+    padded = m * n / (tiles * rows * cols)
+    return padded * _waves_share(tiles, sms), math.ceil(tiles / sms)
+
+
+def quantisation_share(m: float, n: float, figures: KernelFigures) -> float:
+    """Share of the tile slots that do useful work, best over the large tiles (the preset's,
+    its transpose, 128 x 128): (m n / padded area) x wave share. Source: module docstring."""
+    return max(_slots(m, n, r, c, figures.num_sms)[0] for r, c in _large_tiles(figures))
+
+
+def wave_overhead(dtype: str, figures: KernelFigures) -> float:
+    """Fixed work per wave outside the main loop, in FLOPs at the main-loop rate (the whole
+    GPU's): ``k_overhead`` k-elements of one reference tile on each SM."""
     overhead = figures.fp8_k_overhead if dtype == "fp8" else figures.k_overhead
-    return quantisation_share(m, n, figures) * k / (k + overhead)
+    return overhead * 2 * figures.tile_m * figures.tile_n * figures.num_sms
 
 
 def _anchor(
     m: float, n: float, k: float, dtype: str, points: tuple[GemmPoint, ...]
-) -> GemmPoint | None:
-    """The measured point of the same format (else BF16's) closest in log-shape."""
+) -> tuple[GemmPoint, float] | None:
+    """The measured point of the same format (else BF16's) closest in log-shape, and the
+    highest share measured in that format (the ceiling)."""
     same = [p for p in points if p.dtype == dtype] or [p for p in points if p.dtype == "bf16"]
     if not same:
         return None
@@ -84,7 +111,36 @@ def _anchor(
     def distance(p: GemmPoint) -> float:
         return sum(math.log(a / b) ** 2 for a, b in ((m, p.m), (n, p.n), (k, p.k)))
 
-    return min(same, key=distance)
+    return min(same, key=distance), max(p.efficiency for p in same)
+
+
+@lru_cache(maxsize=256)
+def _main_loop_rate(point: GemmPoint, dtype: str, figures: KernelFigures) -> float:
+    """Share of peak the busy tile slots reach in the main loop, from a measured GEMM: its
+    main loop and fixed per-wave work over its measured time, on the large tile that suits it
+    best (the lowest rate that explains the measurement)."""
+    flops = 2.0 * point.m * point.n * point.k
+    measured = flops / point.efficiency  # seconds x peak
+    fixed = wave_overhead(dtype, figures)
+    rates = []
+    for rows, cols in _large_tiles(figures):
+        busy, waves = _slots(point.m, point.n, rows, cols, figures.num_sms)
+        rates.append((flops / busy + waves * fixed) / measured)
+    return min(rates)
+
+
+def _seconds_x_peak(
+    m: float, n: float, k: float, rate: float, fixed: float, memory: float, figures: KernelFigures
+) -> float:
+    """The GEMM's time (seconds x peak) on the fastest tile: max(main loop, HBM) + waves x
+    fixed work, both at the main-loop ``rate`` (``memory``: HBM time x peak, 0 without a
+    roofline)."""
+    flops = 2.0 * m * n * k
+    best = math.inf
+    for rows, cols in _tiles(m, figures):
+        busy, waves = _slots(m, n, rows, cols, figures.num_sms)
+        best = min(best, max(flops / (busy * rate), memory) + waves * fixed / rate)
+    return best
 
 
 @lru_cache(maxsize=65536)
@@ -98,24 +154,37 @@ def gemm_efficiency(
 ) -> float:
     """Achieved share of ``dtype``'s dense peak for one m x n x k GEMM on ``gpu``.
 
-    The shape model anchored on the nearest measured GEMM (the GPU preset's figures plus any
-    calibration points in ``gpu.kernels.gemms``), then the roofline at
-    ``bandwidth_bytes_per_s`` (achievable HBM bandwidth; None: no roofline). Source: module
-    docstring.
+    The time model anchored on the nearest measured GEMM of the format (the GPU preset's
+    figures plus any calibration points in ``gpu.kernels.gemms``), capped at the best measured
+    share of the format, with the roofline at ``bandwidth_bytes_per_s`` (achievable HBM
+    bandwidth; None: no roofline). Source: module docstring.
     """
     if min(m, n, k) <= 0:
         raise ValueError(f"GEMM dimensions must be positive, got {m} x {n} x {k}")
     figures = kernel_figures(gpu)
-    factor = shape_factor(m, n, k, dtype, figures)
-    anchor = _anchor(m, n, k, dtype, figures.gemms)
-    if anchor is None:
-        base = GENERIC_CEILING * factor
+    found = _anchor(m, n, k, dtype, figures.gemms)
+    if found is None:
+        point, ceiling = (
+            GemmPoint(m=8192, n=8192, k=8192, dtype=dtype, efficiency=GENERIC_CEILING),
+            GENERIC_CEILING,
+        )
     else:
-        at_anchor = shape_factor(anchor.m, anchor.n, anchor.k, dtype, figures)
-        base = min(1.0, anchor.efficiency * factor / at_anchor)
-    if bandwidth_bytes_per_s is None:
-        return base
-    return min(base, roofline_share(m, n, k, dtype, gpu, bandwidth_bytes_per_s))
+        point, ceiling = found
+    rate = _main_loop_rate(point, dtype, figures)
+    memory = 0.0
+    if bandwidth_bytes_per_s is not None:
+        memory = (
+            traffic_bytes(m, n, k, dtype) / bandwidth_bytes_per_s * peak_flops_per_s(gpu, dtype)
+        )
+    seconds = _seconds_x_peak(m, n, k, rate, wave_overhead(dtype, figures), memory, figures)
+    return min(ceiling, 2.0 * m * n * k / seconds)
+
+
+def traffic_bytes(m: float, n: float, k: float, dtype: str) -> float:
+    """HBM bytes of one GEMM: read A (m k) and B (k n) in the input format (1 byte FP8, 2
+    BF16, 4 TF32), write C (m n) in BF16."""
+    width = {"fp8": 1, "tf32": 4}.get(dtype, 2)
+    return width * (m * k + k * n) + 2 * m * n
 
 
 def roofline_share(
@@ -123,12 +192,9 @@ def roofline_share(
 ) -> float:
     """Largest share of peak the GEMM's HBM traffic allows: FLOPs / (bytes / bandwidth) / peak.
 
-    Ledger: read A (m k) and B (k n) in the input format (1 byte FP8, 2 BF16, 4 TF32), write C
-    (m n) in BF16. Source: the roofline model (Williams et al. 2009).
+    Ledger: ``traffic_bytes``. Source: the roofline model (Williams et al. 2009).
     """
-    width = {"fp8": 1, "tf32": 4}.get(dtype, 2)
-    moved = width * (m * k + k * n) + 2 * m * n
-    seconds = moved / bandwidth_bytes_per_s
+    seconds = traffic_bytes(m, n, k, dtype) / bandwidth_bytes_per_s
     return 2 * m * n * k / seconds / peak_flops_per_s(gpu, dtype)
 
 

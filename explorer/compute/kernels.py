@@ -38,6 +38,10 @@ class Gemm:
     input_copies: int = 1
     """Copies of each input row (top-k for the dispatched tokens): its FP8 cast runs once,
     before the dispatch (DeepSeek-V3 report sec. 3.3: FP8 dispatch)."""
+    calls: int = 1
+    """Separate GEMM calls the host issues per pass (a grouped GEMM run as one call per local
+    expert: Transformer Engine GroupedLinear); each lasts at least ``call_s`` of
+    ``gemm_times``."""
 
     @property
     def flops(self) -> float:
@@ -94,8 +98,8 @@ def expert_gemms(model: ModelSpec, layout: Layout, tokens: float) -> list[Gemm]:
     up = (2 if model.ffn_kind == "swiglu" else 1) * width
     return [
         Gemm(local, experts, h, bf16=True),
-        Gemm(per_expert, up, h, groups, expert=True, input_copies=k),
-        Gemm(per_expert, h, width, groups, expert=True),
+        Gemm(per_expert, up, h, groups, expert=True, input_copies=k, calls=groups),
+        Gemm(per_expert, h, width, groups, expert=True, calls=groups),
     ]
 
 
@@ -111,15 +115,23 @@ def block_gemms(model: ModelSpec, layout: Layout, seq_len: int, moe: bool) -> li
 
 
 def _one(
-    g: Gemm, fmt: GemmDType, gpu: GpuSpec, bandwidth: float, scale: float, cap: float
+    g: Gemm,
+    fmt: GemmDType,
+    gpu: GpuSpec,
+    bandwidth: float,
+    scale: float,
+    cap: float,
+    call_s: float = 0.0,
 ) -> GemmTimes:
-    """Forward, input-gradient and weight-gradient seconds of one (grouped) GEMM."""
+    """Forward, input-gradient and weight-gradient seconds of one (grouped) GEMM; a GEMM
+    issued as ``g.calls`` separate calls lasts at least ``g.calls x call_s`` per pass."""
     peak = peak_flops_per_s(gpu, fmt)
+    floor = g.calls * call_s if g.expert else 0.0
 
     def seconds(m: float, n: float, k: float, groups: int) -> float:
         # grouped: every group's tiles share the waves; m (tokens per expert) pads per group
         eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bandwidth))
-        return 2.0 * m * n * k * groups / (peak * eff)
+        return max(floor, 2.0 * m * n * k * groups / (peak * eff))
 
     casts = 0.0 if fmt != "fp8" else 1.0
     return GemmTimes(
@@ -141,13 +153,17 @@ def gemm_times(
     bandwidth: float,
     scale: float = 1.0,
     cap: float = 1.0,
+    call_s: float = 0.0,
 ) -> tuple[GemmTimes, GemmTimes]:
     """(dense GEMMs, routed-expert GEMMs) seconds of a block per micro-batch; BF16 layers run
     in BF16 whatever ``fmt``. Efficiencies are multiplied by ``scale`` and held at most at
-    ``cap``. Source: module docstring."""
+    ``cap``; an expert GEMM issued as separate per-expert calls lasts at least ``call_s``
+    per call and pass (``ComputeAssumptions.grouped_gemm_call_s``). Source: module
+    docstring."""
     dense, expert = GemmTimes(), GemmTimes()
     for g in gemms:
-        t = _one(g, "bf16" if g.bf16 and fmt == "fp8" else fmt, gpu, bandwidth, scale, cap)
+        t_fmt: GemmDType = "bf16" if g.bf16 and fmt == "fp8" else fmt
+        t = _one(g, t_fmt, gpu, bandwidth, scale, cap, call_s)
         if g.expert:
             expert = expert + t
         else:

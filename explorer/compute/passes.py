@@ -20,11 +20,21 @@ from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAss
 from explorer.compute.attention import BACKWARD_FLOPS_RATIO, FP8_SHARE_RATIO, attention_share
 from explorer.compute.casts import cast_bytes
 from explorer.compute.elementwise import stage_traffic
+from explorer.compute.framework import (
+    foreach_adam_bytes_per_param,
+    framework_profile,
+    fsdp_copies_per_microbatch,
+    fsdp_copy_bytes_per_param,
+    issue_bound_s,
+    loss_elements,
+)
 from explorer.compute.gemm import gemm_efficiency, kernel_figures, peak_flops_per_s
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
+from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
 from explorer.precision import precision_policy
+from explorer.presets import attention_curves
 from explorer.specs import (
     AttentionCurve,
     GemmDType,
@@ -109,7 +119,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float) -> _Kinds:
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
         layout.micro_batch_size, ctx.workload.seq_len, ctx.policy.compute, bandwidth,
-        a.gemm_efficiency_scale, a.max_efficiency,
+        a.gemm_efficiency_scale, a.max_efficiency, a.grouped_gemm_call_s,
     )  # fmt: skip
 
 
@@ -127,12 +137,13 @@ def _kinds_of(
     bandwidth: float,
     scale: float,
     cap: float,
+    call_s: float = 0.0,
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe))
-        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap)
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
@@ -143,10 +154,20 @@ def _kinds_of(
 
 
 @lru_cache(maxsize=1024)
-def _curve_shares(curve: AttentionCurve, length: float, causal: bool) -> tuple[float, float]:
+def _curve_shares(
+    curve: AttentionCurve, length: float, causal: bool, head_dim: float | None = None
+) -> tuple[float, float]:
     """(forward, backward) shares of an attention table at ``length`` (cached)."""
-    forward = attention_share(curve, length, causal, backward=False)
-    return forward, attention_share(curve, length, causal, backward=True)
+    forward = attention_share(curve, length, causal, backward=False, head_dim=head_dim)
+    return forward, attention_share(curve, length, causal, backward=True, head_dim=head_dim)
+
+
+def attention_head_dim(model: ModelSpec) -> float:
+    """Head dimension the attention kernel runs at: MLA's mean of its Q K^T width (nope +
+    rope) and its P V width, which weigh the two products' FLOPs; else the head size."""
+    if model.is_mla:
+        return (model.qk_nope_head_dim + model.qk_rope_head_dim + model.v_head_dim) / 2
+    return model.head_size
 
 
 def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
@@ -156,6 +177,8 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
     peak = peak_flops_per_s(ctx.gpu, "fp8" if fp8 else "bf16")
     flops = work.attention_core_flops * layout.micro_batch_size * seq / (layout.tp * layout.cp)
     curve = kernel_figures(ctx.gpu).attention
+    if a.attention_kernel is not None:  # the stack's own kernel (compute.attention_kernel)
+        curve = attention_curves()[a.attention_kernel]
     causal = a.causal_attention_flops
     if a.attention_efficiency is not None:
         forward = backward = a.attention_efficiency
@@ -168,7 +191,8 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
         ) / 2
         return flops / (peak * forward), 2 * flops / (peak * forward)
     elif curve is not None:  # CP ranks run the kernel on s / cp long blocks
-        forward, backward = _curve_shares(curve, seq / layout.cp, causal)
+        head_dim = attention_head_dim(ctx.model)
+        forward, backward = _curve_shares(curve, seq / layout.cp, causal, head_dim)
         if fp8:
             forward, backward = forward * FP8_SHARE_RATIO, backward * FP8_SHARE_RATIO
     else:  # no published figures: the BF16 GEMM efficiency of P V, all heads side by side
@@ -235,32 +259,80 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     share = k.dense.flops / (peak * k.dense.forward_s) if k.dense.forward_s else 1.0
     attention_f, attention_b = _attention_s(work, ctx)
     head = _head_s(work, ctx, bandwidth, k)
-    sms = 1 / (1 - a.comm_sm_share) if all_to_alls_overlap(layout) else 1.0  # SMs held
-    traffic = stage_traffic(work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout)
+    overlapped = all_to_alls_overlap(layout) or (a.a2a_overlap and layout.ep > 1)
+    sms = 1 / (1 - a.comm_sm_share) if overlapped else 1.0  # SMs the all-to-alls hold
+    profile = framework_profile(a.framework)
+    traffic = stage_traffic(
+        work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout, profile.ledger,
+        a.fused_norm,
+    )  # fmt: skip
     tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
     memory, attention_memory = traffic.blocks * per_element, traffic.attention * per_element
+    extra_f, extra_b = _framework_s(work, ctx, bandwidth, per_element)
+    sort = 0.0  # the dispatcher's sort by local expert and back, each pass (compute.moe)
+    if a.ep_chunk_sort and moe:
+        sort = moe * ctx.moe_imbalance * chunk_sort_elements(ctx.model, layout) * per_element
     recipe = a.fp8_recipe or kernel_figures(ctx.gpu).fp8_recipe
     cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
     cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
     launches = g.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers
-    gap_f, gap_b = a.kernel_gap_s * launches / 3, a.kernel_gap_s * launches / 3
+    gap = 0.0 if a.cuda_graphs else a.kernel_gap_s  # a graph replays without gaps
+    gap_f, gap_b = gap * launches / 3, gap * launches / 3
     linear_f = sms * g.forward_s
-    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f
+    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f + extra_f + sort
     r = recompute_shares(ctx.model, layout, work.num_layers, moe, seq)
     lin = sms * (dense * k.dense.forward_s + moe * k.moe.forward_s)  # dense GEMMs, routers
     exp = sms * moe * ctx.moe_imbalance * k.experts.forward_s  # routed experts
-    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * exp  # casts go with the GEMMs
+    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort)  # casts: GEMMs
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)
+    backward = sms * (g.dgrad_s + head + attention_b) + traffic.backward * per_element
+    backward += cast_b + gap_b + extra_b + sort
+    weight = sms * (g.wgrad_s + head) + gap_b
+    issue = _issue_s(work, ctx, g.launches / 3, traffic.forward_launches)
+    forward = blocks + sms * head
+    issue_b = _issue_s(work, ctx, 2 * g.launches / 3, traffic.backward_launches)
     return PassTimes(
-        forward_s=blocks + sms * head,
-        backward_input_s=sms * (g.dgrad_s + head + attention_b) + 2 * memory + cast_b + gap_b,
-        weight_s=sms * (g.wgrad_s + head) + gap_b,
+        forward_s=forward + issue_bound_s(1.0, forward, issue),
+        backward_input_s=backward + issue_bound_s(1.0, backward + weight, issue_b),
+        weight_s=weight,
         recompute_s=recompute,
         attention_forward_s=sms * attention_f,
         dense_efficiency=share,
     )
+
+
+def _framework_s(
+    work: StageWork, ctx: ComputeContext, bandwidth: float, per_element: float
+) -> tuple[float, float]:
+    """(forward, backward) seconds of the framework profile's work beside the blocks' own:
+    the fp32 loss on the last stage and FSDP2's copies around its collectives under ZeRO-3
+    (explorer.compute.framework)."""
+    profile, layout = framework_profile(ctx.assumptions.framework), ctx.layout
+    forward = backward = 0.0
+    if profile.fp32_loss and work.head_flops:
+        f, b = loss_elements(ctx.model.vocab_size / layout.tp)
+        forward, backward = f * per_element, b * per_element
+    if profile.fsdp2_copies and layout.zero >= 3:
+        params = work.dense_params / layout.tp + work.expert_params / (layout.ep * layout.etp)
+        w = ctx.workload
+        microbatches = w.global_batch_size // max(1, layout.dp * layout.micro_batch_size)
+        times = fsdp_copies_per_microbatch(layout, microbatches) * params / bandwidth
+        f, b = fsdp_copy_bytes_per_param(ctx.policy)
+        forward, backward = forward + f * times, backward + b * times
+    return forward, backward
+
+
+def _issue_s(work: StageWork, ctx: ComputeContext, gemms: float, memory_bound: float) -> float:
+    """CPU seconds to issue a pass's kernels (GEMMs, attention, memory-bound) at the
+    profile's (or ``compute.kernel_issue_s``'s) cost each; 0 under CUDA graphs."""
+    a = ctx.assumptions
+    if a.cuda_graphs:
+        return 0.0
+    cost = a.kernel_issue_s
+    cost = framework_profile(a.framework).kernel_issue_s if cost is None else cost
+    return cost * (gemms + work.num_layers + memory_bound)
 
 
 def optimizer_bytes_per_param(policy: PrecisionPolicy) -> float:
@@ -289,5 +361,7 @@ def optimizer_step_s(work: StageWork, ctx: ComputeContext) -> float:
     if layout.zero >= 1:
         dense /= layout.dp * layout.cp
         experts /= layout.tp * layout.cp * layout.dp / (layout.ep * layout.etp)
-    moved = (dense + experts) * optimizer_bytes_per_param(ctx.policy)
+    foreach = framework_profile(ctx.assumptions.framework).optimizer == "foreach"
+    per_param = (foreach_adam_bytes_per_param if foreach else optimizer_bytes_per_param)(ctx.policy)
+    moved = (dense + experts) * per_param
     return moved / (ctx.gpu.hbm_bytes_per_s * ctx.assumptions.hbm_efficiency)

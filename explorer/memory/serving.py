@@ -129,8 +129,13 @@ def runtime_bytes(assumptions: MemoryAssumptions) -> float:
     return assumptions.cuda_context_bytes + assumptions.cuda_graph_bytes
 
 
-def headroom_bytes(gpu: GpuSpec, assumptions: MemoryAssumptions) -> float:
-    """Memory the engine leaves free: (1 - gpu_memory_utilization) x capacity (vLLM: 10%)."""
+def headroom_bytes(gpu: GpuSpec, assumptions: MemoryAssumptions, fixed: float = 0.0) -> float:
+    """Memory the engine leaves free: (1 - gpu_memory_utilization) x capacity (vLLM: 10%),
+    or with ``kv_free_memory_fraction`` f (TensorRT-LLM) (1 - f) x what the ``fixed`` bytes
+    (everything but the KV cache and the headroom) leave of the capacity."""
+    if assumptions.kv_free_memory_fraction is not None:
+        free = max(0.0, gpu.memory_bytes - fixed)
+        return (1 - assumptions.kv_free_memory_fraction) * free
     return gpu.memory_bytes - assumptions.gpu_memory_utilization * gpu.memory_bytes
 
 
@@ -170,13 +175,15 @@ def _stage_memory(
     kv = seqs * kv_bytes_per_sequence(model, shape, workload, assumptions.kv_block_tokens)
     workspace = prefill_workspace_bytes(model, layout.tp, assumptions.prefill_chunk_tokens)
     logits = logits_bytes(model, seqs) if shape.has_lm_head else 0.0
+    comm, runtime = communication_bytes(model, layout, assumptions), runtime_bytes(assumptions)
+    fixed = shape.weights_bytes + workspace + comm + runtime  # TensorRT-LLM: before the KV pool
     return ServingMemory(
         weights=shape.weights_bytes,
         kv_cache=kv,
         activations=workspace + logits,
-        communication=communication_bytes(model, layout, assumptions),
-        runtime=runtime_bytes(assumptions),
-        headroom=headroom_bytes(gpu, assumptions),
+        communication=comm,
+        runtime=runtime,
+        headroom=headroom_bytes(gpu, assumptions, fixed),
     )
 
 

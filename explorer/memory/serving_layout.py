@@ -34,6 +34,11 @@ class MemoryAssumptions:
     gpu_memory_utilization: float = 0.9
     """Fraction of GPU memory the engine may use; the rest is headroom. Source: vLLM engine
     argument ``gpu_memory_utilization`` (default 0.9, so 10% stays free)."""
+    kv_free_memory_fraction: float | None = None
+    """TensorRT-LLM's rule instead of ``gpu_memory_utilization``: the KV cache takes this share
+    of the memory left free once weights, workspaces and runtime are allocated, the rest stays
+    free. Source: TensorRT-LLM ``KvCacheConfig.free_gpu_memory_fraction`` (default 0.9;
+    docs/source/performance/perf-overview.md: "the default setting of 0.90"). None: vLLM's."""
     kv_block_tokens: int = 16
     """Tokens per paged KV block; each sequence rounds up to whole blocks. Source: vLLM
     ``block_size`` default 16 (Kwon et al. 2023, PagedAttention, arXiv:2309.06180)."""
@@ -60,6 +65,9 @@ class MemoryAssumptions:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        fraction = self.kv_free_memory_fraction
+        if fraction is not None and not 0 < fraction <= 1:
+            raise ValueError(f"kv_free_memory_fraction must be in (0, 1], got {fraction}")
         for name in ("kv_block_tokens", "prefill_chunk_tokens", "int4_group_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -1,8 +1,9 @@
 """One published run as the core's inputs, with what they change and leave out.
 
 Nothing is fitted: the default assumptions are changed only where the run's source says how it
-ran (framework, forced-balanced routing, its dispatcher, FP8 dispatch, its GPU's memory and
-bandwidth, its activation recipe). A setting the core cannot express is replaced by the nearest
+ran (framework and its compute profile, torch.compile, whole-step CUDA graphs, the attention
+kernel its stack calls, forced-balanced routing, its dispatcher, FP8 dispatch, its GPU's memory
+and bandwidth, its activation recipe). A setting the core cannot express is replaced by the nearest
 one it can, with one sentence saying so (``Scenario.inexact``); a speed or memory feature it has
 no term for is named in ``Scenario.unmodelled``.
 """
@@ -13,8 +14,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from explorer.compute.assumptions import AttentionKernel
+from explorer.compute.framework import ComputeFramework
+from explorer.compute.gemm import kernel_figures
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
-from explorer.presets import load_cluster, load_model
+from explorer.presets import load_cluster, load_gpu, load_model
 from explorer.published_runs.table import PER_TENSOR_FP8, ZERO_OF_SHARDING, PublishedRun
 from explorer.specs import (
     RECOMPUTE_MODULES,
@@ -25,7 +29,7 @@ from explorer.specs import (
     TrainingWorkload,
 )
 
-PYTORCH_FRAMEWORKS: Final = ("torchtitan", "NeMo AutoModel")
+PYTORCH_FRAMEWORKS: Final = ("torchtitan", "NeMo AutoModel", "LLM Foundry")
 """Frameworks whose memory behaviour is PyTorch's (FSDP2, eager autograd): explorer.memory's
 ``framework="pytorch"``; the others run Megatron-Core."""
 
@@ -77,12 +81,53 @@ def _recompute(run: PublishedRun) -> tuple[dict[str, Any], list[str]]:
     return fields, [f"recompute_modules {', '.join(dropped)} not modelled"] if dropped else []
 
 
+FULL_CUDA_GRAPHS: Final = "full_iteration"
+"""Megatron-Bridge's cuda_graph_scope that captures the whole step (cuda_graph_impl "local");
+the transformer_engine scopes capture some modules only."""
+
+
+def compute_framework(run: PublishedRun) -> ComputeFramework:
+    """The framework profile (explorer.compute.framework) a run's stack maps to: torchtitan
+    eager, or compiled where the run used torch.compile; NeMo AutoModel, Meta's and
+    DeepSeek's stacks keep the default Megatron-Core profile (their kernels are not
+    published in these sources)."""
+    if run.framework == "torchtitan":
+        return "torchtitan-compile" if run.torch_compile else "torchtitan"
+    if run.framework == "LLM Foundry":  # Composer's PyTorch FSDP1, eager MPT blocks
+        return "pytorch-fsdp1"
+    return "megatron"
+
+
+SDPA_FLASH_HOPPER: Final[AttentionKernel] = "fa2-h100"
+"""PyTorch's scaled_dot_product_attention on Hopper before torch 2.9: its flash backend,
+FlashAttention-2, is first in the default priority order and cuDNN attention is opt-in
+(pytorch/pytorch#142132, Dec 2024: SDPA 329 against cuDNN 631 TFLOP/s on H100;
+pytorch/torchtitan#1209, May 2025: cuDNN enabled on B200 only; pytorch/pytorch#162073 makes
+cuDNN the default on SM 9.0 for torch 2.9)."""
+
+
+FLASH2_HOPPER: Final[AttentionKernel] = "fa2-h100"
+"""LLM Foundry's MPT attention (attn_impl triton or flash: FlashAttention's 2022 Triton kernel
+or the flash-attn package of 2023) on H100: no published H100 figures of those kernels, so
+FlashAttention-2's (an assumption; FA2 is the faster of the two)."""
+
+
+def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
+    """The attention table a run's stack calls where it is not the GPU preset's: torchtitan's
+    SDPA on Hopper (every torchtitan run here predates torch 2.9)."""
+    if run.framework == "torchtitan" and run.generation == "Hopper":
+        return SDPA_FLASH_HOPPER
+    if run.framework == "LLM Foundry" and run.generation == "Hopper":
+        return FLASH2_HOPPER
+    return None
+
+
 def _unmodelled(run: PublishedRun) -> tuple[str, ...]:
+    partial_graphs = run.cuda_graphs and FULL_CUDA_GRAPHS not in run.cuda_graphs
     flags = (
-        (run.cuda_graphs, f"CUDA graphs ({run.cuda_graphs})"),
-        (run.torch_compile, "torch.compile"),
+        (partial_graphs, f"CUDA graphs ({run.cuda_graphs})"),
+        (run.torch_compile and run.framework != "torchtitan", "torch.compile"),
         (run.async_tp, "async TP"),
-        (run.moe_a2a_overlap, "MoE all-to-all overlap"),
     )
     return tuple(words for on, words in flags if on)
 
@@ -174,6 +219,21 @@ def _dispatch_and_graphs(run: PublishedRun) -> dict[str, Any]:
     return fields
 
 
+DEEPEP_SMS: Final = 20
+"""SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
+Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2 (20 of the H800's 132 SMs)."""
+
+MEGATRON_DISPATCHER_SMS: Final = {"deepep": 20, "hybridep": 16}
+"""SMs Megatron-Core's flex dispatcher kernels use (moe_deepep_num_sms, moe_hybridep_num_sms
+defaults). Source: Megatron-Core megatron/core/transformer/transformer_config.py; NCCL's
+all-to-all (the alltoall dispatcher) has no published count, so none is held for it."""
+
+MEGATRON_CORE_FRAMEWORKS: Final = ("Megatron-Bridge", "NeMo", "Megatron-LM")
+"""Frameworks whose MoE experts run Transformer Engine's GroupedLinear (one cuBLAS call per
+local expert, ``ComputeAssumptions.grouped_gemm_call_s``); the others run a single-launch
+grouped kernel (DeepSeek's DeepGEMM, torch._grouped_mm)."""
+
+
 def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -188,7 +248,26 @@ def _assumptions(run: PublishedRun) -> EstimateAssumptions:
     comm = replace(
         base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
     )
-    return replace(base, memory=memory, comm=comm)
+    compute = replace(
+        base.compute,
+        framework=compute_framework(run),
+        attention_kernel=_attention_kernel(run),
+        cuda_graphs=FULL_CUDA_GRAPHS in run.cuda_graphs,
+        fused_norm=run.norm_type == "fused_rmsnorm",
+    )
+    if run.moe_a2a_overlap:  # --overlap-moe-expert-parallel-comm: DualPipe's batch-level overlap
+        comm = replace(comm, ep_overlap=comm.dualpipe_ep_overlap)
+    if run.framework not in MEGATRON_CORE_FRAMEWORKS:
+        compute = replace(compute, grouped_gemm_call_s=0.0, ep_chunk_sort=False)
+    if run.ep_dispatcher != "alltoall":  # the flex dispatcher: tokens arrive grouped by expert
+        compute = replace(compute, ep_chunk_sort=False)
+    sms = kernel_figures(load_gpu(run.gpu)).num_sms
+    if run.schedule in ("dualpipe", "dualpipev") and run.ep_dispatcher == "deepep":
+        compute = replace(compute, comm_sm_share=DEEPEP_SMS / sms)  # DeepEP beside compute
+    if run.moe_a2a_overlap:  # Megatron-Core's flex dispatcher kernels beside the compute
+        held = MEGATRON_DISPATCHER_SMS.get(run.ep_dispatcher, 0)
+        compute = replace(compute, a2a_overlap=True, comm_sm_share=held / sms)
+    return replace(base, memory=memory, comm=comm, compute=compute)
 
 
 def scenario(run: PublishedRun) -> Scenario:

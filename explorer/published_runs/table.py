@@ -126,6 +126,9 @@ class PublishedRun(BaseModel):
     from components/loss.py build_cross_entropy_loss; 9dec370 of 2024-12 left it eager)."""
     cuda_graphs: str = ""
     torch_compile: bool = False
+    norm_type: str = ""
+    """torchtitan's [model] norm_type where the run's train config sets one ("fused_rmsnorm":
+    a Triton kernel; empty: the framework's default)."""
     async_tp: bool = False
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] = "alltoall"
     moe_a2a_overlap: bool = False

@@ -271,12 +271,15 @@ DEEPSEEK_V3 = Scenario(
     # recomputed (sec. 3.2.3), FP8 activation cache and MoE SwiGLU recompute (sec. 3.3.3),
     # DeepEP-style deduplicated FP8 dispatch on 20 of the 132 SMs (sec. 3.2.2, 3.3.4), and
     # experts at even load as its auxiliary-loss-free balancing aims for (sec. 2.1.2; the
-    # default reserve is 1.25).
+    # default reserve is 1.25); its grouped GEMMs one launch for all local experts (DeepGEMM)
+    # and DeepEP's tokens grouped by expert on arrival (no dispatcher sort).
     layout=LayoutInputs(dp=128, tp=1, pp=16, ep=64, zero=1, recompute="none", schedule="dualpipe"),
     assumptions=(
         ("comm.ep_domain_dedup", True),
         ("comm.fp8_dispatch", True),
         ("compute.comm_sm_share", 20 / 132),
+        ("compute.ep_chunk_sort", False),
+        ("compute.grouped_gemm_call_s", 0.0),
         ("memory.fp8_activation_cache", True),
         ("memory.moe_imbalance", 1.0),
         ("memory.moe_swiglu_recompute", True),

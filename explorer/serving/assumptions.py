@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from explorer.comm.collectives import LinkEfficiency
 from explorer.memory.serving import MemoryAssumptions
 
 LEAVES_OUT = (
-    "scheduler overheads (the queueing of an engine under load is in explorer.serving."
-    "scheduler), speculative decoding in the plan and the scheduler (explorer.serving."
-    "speculative costs it for one layout), KV sharing of cached prefixes between sequences, "
-    "overlap of communication with compute (two-batch overlap), attention kernels' efficiency "
-    "by KV length, load imbalance between attention data-parallel groups, kernel launch gaps, "
-    "CPU sampling and detokenisation"
+    "the engine's host time per step unless step_overhead_s sets it (the queueing of an "
+    "engine under load is in explorer.serving.scheduler), KV sharing of cached prefixes "
+    "between sequences, overlap of communication with compute other than two-batch overlap, "
+    "attention kernels' efficiency by KV length, load imbalance between attention "
+    "data-parallel groups, CPU sampling and detokenisation"
 )
 """What the serving model leaves out, shown with every result."""
+
+
+GraphSizes = Literal["vllm", "tensorrt-llm"]
+CUDA_GRAPH_SIZES: dict[str, tuple[int, ...]] = {
+    "vllm": (1, 2, 4, *range(8, 257, 8)),
+    "tensorrt-llm": (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192),
+}
+"""Decode batch sizes each engine captures as CUDA graphs. Sources: vLLM
+``_BATCH_SIZES_TO_CAPTURE`` = [1, 2, 4] + 8 x (1..32) (worker/model_runner.py); TensorRT-LLM
+docs/source/performance/perf-overview.md, the ``cuda_graph_config`` of its llm_options.yml
+(``enable_padding: true``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,7 +80,48 @@ class ServingAssumptions:
     prefilled, so prefill tokens and TTFT shrink; their KV still takes memory per sequence
     (sharing between sequences is left out)."""
 
+    cuda_graphs: bool = True
+    """Whether decode-only steps replay captured CUDA graphs (vLLM, SGLang and TensorRT-LLM do
+    by default): no kernel is launched from the host, and each attention group's batch is
+    padded up to the next captured size (``cuda_graph_sizes``), whose extra rows the
+    GEMMs compute. A batch above the largest size, a step with prefill, or ``False``, runs
+    eagerly: the step takes at least its host launches (``launch_s`` per kernel)."""
+    cuda_graph_sizes: GraphSizes = "vllm"
+    """Which engine's captured decode batch sizes (``CUDA_GRAPH_SIZES``): vLLM's 1, 2, 4 and
+    8 to 256 in steps of 8, or TensorRT-LLM's perf-overview list up to 8192. Source: see
+    ``CUDA_GRAPH_SIZES``."""
+    launch_s: float = 4e-6
+    """Host seconds to launch one kernel in an eager step. An assumption: a few microseconds
+    a launch (NVIDIA, "Getting Started with CUDA Graphs", 2019, measures launch overheads of
+    this order that graphs remove); not a measured figure of any engine."""
+    kernels_per_block: int = 14
+    """Kernels one transformer block launches in an eager decode step. An assumption from the
+    block's operations: 2 norms, QKV, rotary + KV write, attention, output projection, 2
+    all-reduces, gate-up, activation, down, residual adds, and the router with the expert
+    permute and combine in a MoE block (fused kernels launch fewer)."""
+    step_overhead_s: float = 0.0
+    """Host seconds per engine step the GPU waits for (scheduling, sampling, detokenising)
+    beyond what the engine overlaps with the previous step. An assumption: 0, as TensorRT-LLM's
+    overlap scheduler (on by default), SGLang's zero-overhead batch scheduler (v0.4 blog) and
+    vLLM V1's async scheduling run the next step's host work under the current one; without
+    them it is large (vLLM v0.6.0 blog: scheduling took 29% of Llama 3 8B's time on H100)."""
+    two_batch_overlap: bool = False
+    """Two-batch overlap for expert-parallel layouts: each step's tokens run as two
+    micro-batches, one's attention and experts computing while the other's EP dispatch and
+    combine are on the wire. Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.4 (prefill
+    and decode overlap two micro-batches); SGLang's large-scale EP blog (lmsys.org,
+    2025-05-05, "two-batch overlap"). Each micro-batch reads the weights itself."""
+
     def __post_init__(self) -> None:
+        if self.cuda_graph_sizes not in CUDA_GRAPH_SIZES:
+            raise ValueError(
+                f"cuda_graph_sizes must be one of {sorted(CUDA_GRAPH_SIZES)}, got "
+                f"{self.cuda_graph_sizes!r}"
+            )
+        if not self.step_overhead_s >= 0 or not math.isfinite(self.step_overhead_s):
+            raise ValueError(f"step_overhead_s must be at least 0, got {self.step_overhead_s}")
+        if not self.launch_s >= 0 or self.kernels_per_block < 0:
+            raise ValueError("launch_s and kernels_per_block must be at least 0")
         for name in (
             "prefill_compute_efficiency",
             "hbm_efficiency",
@@ -93,6 +145,16 @@ GEMM_TILE_ROWS = 64
 """Rows a tensor-core GEMM pads its M dimension to: the smallest M of Hopper's warpgroup MMA
 (``wgmma.mma_async`` shapes m64nNk16, PTX ISA 8.0, sec. 9.7.14) and of Blackwell's 1-SM
 ``tcgen05.mma`` (M = 64 or 128). A step's tokens are the GEMM's rows."""
+
+
+def graph_batch(a: ServingAssumptions, seqs: float) -> float | None:
+    """The captured CUDA-graph batch a decode-only step of ``seqs`` sequences (one attention
+    group) replays: the smallest captured size at least ``seqs``; None runs it eagerly
+    (graphs off, or more sequences than the largest size). Source: ``cuda_graphs``."""
+    if not a.cuda_graphs or seqs <= 0:
+        return None
+    fits = [size for size in CUDA_GRAPH_SIZES[a.cuda_graph_sizes] if size >= seqs - 1e-9]
+    return float(min(fits)) if fits else None
 
 
 def gemm_efficiency(a: ServingAssumptions, tokens_per_step: float, prefill: bool) -> float:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from explorer.memory.serving import (
+    MemoryAssumptions,
     ServingLayout,
     ServingMemory,
     kv_bytes_per_token,
@@ -13,9 +15,10 @@ from explorer.memory.serving import (
     stage_shapes,
 )
 from explorer.serving.assumptions import ServingAssumptions
+from explorer.serving.drafts import Speculation, extra_bytes
 from explorer.serving.latency import Roofline, memory_bound_tokens_per_s, replica_latency
 from explorer.serving.layouts import layout_warnings
-from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
+from explorer.specs import ClusterSpec, GpuSpec, ModelSpec, ServingWorkload
 from explorer.units import GiB
 
 
@@ -78,21 +81,44 @@ def _fit_reason(memory: ServingMemory, capacity: float, most: int, wanted: int) 
     return ""
 
 
+@lru_cache(maxsize=4096)
+def _max_concurrency(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    layout: ServingLayout,
+    workload: ServingWorkload,
+    memory: MemoryAssumptions,
+) -> int:
+    """``max_concurrency``, kept per layout and lengths (it does not depend on the workload's
+    concurrency, which a frontier sweeps)."""
+    return max_concurrency(model, gpu, layout, workload, memory)
+
+
 def estimate_serving(
     model: ModelSpec,
     cluster: ClusterSpec,
     layout: ServingLayout,
     workload: ServingWorkload,
     assumptions: ServingAssumptions | None = None,
+    speculation: Speculation | None = None,
 ) -> ServingEstimate:
     """Memory, TTFT, ITL and output tokens/s of one valid layout at the workload's concurrency
-    per replica. Source: the model in explorer.serving.latency's docstring."""
+    per replica. Source: the model in explorer.serving.latency's docstring. With
+    ``speculation`` the decode verifies drafted tokens (explorer.serving.speculative) and the
+    draft's weights and KV cache must fit beside the workload's sequences."""
     a = assumptions or ServingAssumptions()
     memory = serving_memory(model, cluster.gpu, layout, workload, a.memory)
-    most = max_concurrency(model, cluster.gpu, layout, workload, a.memory)
-    t = replica_latency(model, cluster, layout, workload, a)
+    most = _max_concurrency(model, cluster.gpu, layout, replace(workload, concurrency=1), a.memory)
+    t = replica_latency(model, cluster, layout, workload, a, speculation)
     shapes = stage_shapes(model, layout, workload.weights_dtype, workload.kv_dtype, a.memory)
     reason = _fit_reason(memory, cluster.gpu.memory_bytes, most, workload.concurrency)
+    if not reason and speculation is not None and speculation.draft_tokens > 0:
+        extra = extra_bytes(model, layout, workload, speculation, a)
+        if memory.total + extra > cluster.gpu.memory_bytes:
+            reason = (
+                f"the draft's weights and KV cache ({extra / GiB:.1f} GiB a GPU) do not fit "
+                f"beside {workload.concurrency} sequences per replica"
+            )
     fits = not reason  # latency and throughput only for a layout that runs
 
     def shown(value: float) -> float | None:

@@ -7,12 +7,16 @@ from dataclasses import dataclass, replace
 
 from explorer.memory.serving import ServingLayout
 from explorer.serving.assumptions import ServingAssumptions
+from explorer.serving.drafts import Speculation
 from explorer.serving.estimate import ServingEstimate, estimate_serving, fitted
 from explorer.serving.latency import Bound
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 
 DEFAULT_CONCURRENCIES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """Sequences per replica swept for the throughput-latency frontier."""
+FRONTIER_CONCURRENCIES: tuple[int, ...] = (*DEFAULT_CONCURRENCIES, 512, 1024)
+"""The loads ``serve --frontier`` sweeps: 1 to 1024 sequences per replica, as InferenceMAX and
+SGLang's benchmarks sweep concurrency from one user to the engine's full batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,13 @@ class ParetoPoint:
     tokens_per_s_per_gpu: float
     bound: Bound
     pareto: bool
+    tokens_per_s_per_user: float = 0.0
+    """One sequence's output tokens per second, 1 / ITL: the serving benchmarks' x axis
+    (InferenceMAX, SGLang and TensorRT-LLM draw tokens/s per GPU against it)."""
+    two_batch_overlap: bool = False
+    """Whether the point runs with two-batch overlap (an EP layout option)."""
+    speculative: bool = False
+    """Whether the point decodes speculatively (``Speculation`` with k > 0)."""
 
 
 def mark_pareto(points: list[ParetoPoint]) -> list[ParetoPoint]:
@@ -45,7 +56,7 @@ def mark_pareto(points: list[ParetoPoint]) -> list[ParetoPoint]:
     return out
 
 
-def _point(e: ServingEstimate) -> ParetoPoint:
+def _point(e: ServingEstimate, overlap: bool = False, speculative: bool = False) -> ParetoPoint:
     lay = e.layout
     return ParetoPoint(
         label=lay.label,
@@ -60,6 +71,9 @@ def _point(e: ServingEstimate) -> ParetoPoint:
         tokens_per_s_per_gpu=fitted(e.tokens_per_s_per_gpu),
         bound=e.decode.bound,
         pareto=False,
+        tokens_per_s_per_user=1.0 / fitted(e.itl_s),
+        two_batch_overlap=overlap,
+        speculative=speculative,
     )
 
 
@@ -70,14 +84,23 @@ def pareto_points(
     workload: ServingWorkload,
     concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
     assumptions: ServingAssumptions | None = None,
+    speculation: Speculation | None = None,
+    overlap_options: tuple[bool, ...] | None = None,
 ) -> list[ParetoPoint]:
-    """Fitting (layout, concurrency) points with the throughput-latency frontier marked."""
+    """Fitting (layout, concurrency) points with the throughput-latency frontier marked:
+    across layouts and loads (sequences per replica), as tokens/s per GPU against tokens/s
+    per user. ``overlap_options`` (e.g. (False, True)) also sweeps two-batch overlap on the
+    EP layouts (None: the assumptions' setting only); ``speculation`` decodes speculatively."""
+    a = assumptions or ServingAssumptions()
+    options = (a.two_batch_overlap,) if overlap_options is None else overlap_options
+    speculative = speculation is not None and speculation.draft_tokens > 0
     points = []
     for layout in layouts:
-        for c in sorted(set(concurrencies)):
-            e = estimate_serving(
-                model, cluster, layout, replace(workload, concurrency=c), assumptions
-            )
-            if e.fits:
-                points.append(_point(e))
+        for overlap in sorted(set(options if layout.ep > 1 else (False,))):
+            at = replace(a, two_batch_overlap=overlap)
+            for c in sorted(set(concurrencies)):
+                w = replace(workload, concurrency=c)
+                e = estimate_serving(model, cluster, layout, w, at, speculation)
+                if e.fits:
+                    points.append(_point(e, overlap, speculative))
     return mark_pareto(points)

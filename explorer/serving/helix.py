@@ -19,6 +19,7 @@ bytes (2 floats per head, small beside B x H / TPA), prefill.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from explorer.comm.collectives import collective_s
@@ -119,7 +120,10 @@ def helix_decode_step(
     hbm = a.hbm_efficiency * cluster.gpu.hbm_bytes_per_s
     memory_s = base.memory_s - (ffn + experts + kv) * keep / hbm
     compute_s = base.compute_s - _split_flops_s(case, shape, b, context) * keep
-    roofline = Roofline(compute_s, memory_s, _comm_s(case, shape, b, n, kvp))
+    # what running the kernel classes one after another adds at KVP 1, kept as it is
+    serial = base.kernels_s - max(base.compute_s, base.memory_s) if base.kernels_s else 0.0
+    kernels = max(compute_s, memory_s) + max(0.0, serial)
+    roofline = Roofline(compute_s, memory_s, _comm_s(case, shape, b, n, kvp), kernels)
     routed = sum(layer_params(model, i).routed_experts for i in shape.layers)
     spare = 1.0 + layout.redundant_experts / model.n_routed_experts if model.is_moe else 1.0
     weights = shape.weights_bytes - (ffn + routed * spare / tpa * bpp) * keep
@@ -154,8 +158,11 @@ def helix_points(
 
 
 def _split_flops_s(case: _Case, shape: StageShape, tokens: float, context: float) -> float:
-    """Seconds of the FLOPs KV parallelism divides further: the attention core over the
-    context and the FFN (dense MLP and shared experts: 2 FLOPs per weight; routed experts)."""
+    """Seconds of the FLOPs KV parallelism divides further, timed as the planner's decode step
+    times them (explorer.serving.latency._compute_s): the attention core over the context
+    (MLA's absorbed decode where it applies) at a large GEMM's efficiency, the dense MLP and
+    shared experts (2 FLOPs per weight) at the efficiency of ``tokens`` rows, the routed
+    experts at that of the rows each expert receives."""
     model, lay, a = case.model, case.layout, case.a
     layers = shape.layers
     f = _stage_flops(model, layers, shape.has_lm_head)
@@ -164,9 +171,12 @@ def _split_flops_s(case: _Case, shape: StageShape, tokens: float, context: float
     imbalance = expert_imbalance(
         model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
     )
-    flops = tokens * (f.attention_per_key * context + mlp + f.experts * imbalance) / lay.tp
-    peak = peak_flops_per_s(case.cluster, case.workload.weights_dtype)
-    return flops / (gemm_efficiency(a, tokens, False) * peak)
+    slots = expert_slots(model, lay.redundant_experts)
+    rows = tokens * lay.ep * model.num_experts_per_tok / slots if slots else tokens
+    seconds = tokens * f.decode_attention_per_key * context / gemm_efficiency(a, math.inf, False)
+    seconds += tokens * mlp / gemm_efficiency(a, tokens, False)
+    seconds += tokens * f.experts * imbalance / gemm_efficiency(a, rows, False)
+    return seconds / lay.tp / peak_flops_per_s(case.cluster, case.workload.weights_dtype)
 
 
 def _comm_s(case: _Case, shape: StageShape, tokens: float, n: int, kvp: int) -> float:

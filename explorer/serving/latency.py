@@ -2,7 +2,9 @@
 
 Model (per replica of ``tp x pp x ep`` GPUs; memory conventions in explorer.memory.serving_layout):
 - Decode runs the replica's sequences as ``pp`` micro-batches (vLLM's pipeline engines). One
-  micro-batch on one stage is a roofline: max(compute, memory) plus exposed communication
+  micro-batch on one stage is a roofline per kernel class (GEMMs, routed experts, attention,
+  one after another: ``Roofline.kernels_s``), CUDA graphs padding a decode-only batch to its
+  captured size (``ServingAssumptions.cuda_graphs``), plus exposed communication
   (2 TP all-reduces per block, 2 EP all-to-alls per MoE block). Memory traffic is the weights
   once, routed experts only as touched (E (1 - (1 - k/E)^tokens) per MoE block) and every
   sequence's KV cache at its mean context, prompt + output / 2.
@@ -35,9 +37,16 @@ from explorer.memory.serving import (
     kv_bytes_per_token,
     stage_shapes,
     weight_bytes_per_param,
+    window_share,
 )
-from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
+from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency, graph_batch
 from explorer.serving.deepep import copy_bytes, ep_exchange_s
+from explorer.serving.drafts import (
+    Speculation,
+    check_speculation,
+    draft_case,
+    expected_tokens_per_step,
+)
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
@@ -48,16 +57,23 @@ Bound = Literal["compute", "memory", "communication"]
 
 @dataclass(frozen=True, slots=True)
 class Roofline:
-    """Seconds of one stage step, by resource; ``total_s`` = max(compute, memory) + exposed
-    communication."""
+    """Seconds of one stage step, by resource; ``total_s`` = the kernels' time (at least
+    max(compute, memory)) plus exposed communication."""
 
     compute_s: float
     memory_s: float
     communication_s: float
+    kernels_s: float = 0.0
+    """The step's kernel classes one after another, each at its own max(compute, memory): the
+    GEMMs against their weights, the routed experts against theirs, attention against the KV
+    cache. Engines run them in sequence on one stream, so one's memory time does not hide
+    another's compute (NanoFlow, Zhu et al. 2024, arXiv:2408.12757, which overlaps them
+    with nano-batches because engines do not); 0 leaves max(compute, memory). Eager steps
+    also wait for their host launches (``ServingAssumptions.cuda_graphs``)."""
 
     @property
     def total_s(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.communication_s
+        return max(self.compute_s, self.memory_s, self.kernels_s) + self.communication_s
 
     @property
     def bound(self) -> Bound:
@@ -174,27 +190,66 @@ def _comm_s(case: _Case, shape: StageShape, tokens: float, low_latency: bool = F
     return total * (1 - a.comm_overlap)
 
 
-def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
-    """Seconds of one stage's FLOPs for ``tokens`` per attention group, ``context`` keys each:
-    each GEMM at the efficiency of its rows (``gemm_efficiency``), attention at that of a
-    large GEMM (its rows are heads x tokens)."""
+@dataclass(frozen=True, slots=True)
+class _Kernels:
+    """Compute seconds of one stage step by kernel class."""
+
+    gemms: float  # attention projections, dense and shared MLPs, router, LM head
+    attention: float  # scores and values over the context
+    experts: float  # the routed experts' GEMMs
+
+
+def _compute_parts(
+    case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool, rows: float
+) -> _Kernels:
+    """Compute seconds of one stage's FLOPs for ``tokens`` per attention group, ``context``
+    keys each, by kernel class: each GEMM at the efficiency of its rows (``gemm_efficiency``;
+    ``rows`` >= tokens when a CUDA graph pads the batch, the padded rows computed too),
+    attention at that of a large GEMM (its rows are heads x tokens)."""
     model, lay, a = case.model, case.layout, case.a
     if tokens <= 0:
-        return 0.0
+        return _Kernels(0.0, 0.0, 0.0)
+    peak = peak_flops_per_s(case.cluster, case.workload.weights_dtype)
     per_key = f.attention_per_key if prefill else f.decode_attention_per_key
-    seconds = tokens * f.dense / lay.tp / gemm_efficiency(a, tokens, prefill)
-    seconds += tokens * per_key * context / lay.tp / gemm_efficiency(a, math.inf, prefill)
+    gemms = rows * f.dense / lay.tp / gemm_efficiency(a, rows, prefill)
+    attention = tokens * per_key * context / lay.tp / gemm_efficiency(a, math.inf, prefill)
     # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace; each
     # expert's GEMM gets the token copies routed to it (ep groups x tokens x k / slots)
     imbalance = expert_imbalance(
-        model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
+        model, lay.ep, lay.redundant_experts, rows, a.expert_load_cv, a.balanced_load_cv
     )
     slots = expert_slots(model, lay.redundant_experts)
-    rows = tokens * lay.ep * model.num_experts_per_tok / slots if slots else tokens
-    seconds += tokens * f.experts / lay.tp * imbalance / gemm_efficiency(a, rows, prefill)
-    heads = 1.0 if prefill else tokens  # the LM head runs on the last token of each sequence
-    seconds += heads * f.logits / lay.tp / gemm_efficiency(a, heads, prefill)
-    return seconds / peak_flops_per_s(case.cluster, case.workload.weights_dtype)
+    routed = rows * lay.ep * model.num_experts_per_tok / slots if slots else rows
+    experts = rows * f.experts / lay.tp * imbalance / gemm_efficiency(a, routed, prefill)
+    heads = 1.0 if prefill else rows  # the LM head runs on the last token of each sequence
+    gemms += heads * f.logits / lay.tp / gemm_efficiency(a, heads, prefill)
+    return _Kernels(gemms / peak, attention / attention_peak_flops_per_s(case), experts / peak)
+
+
+def attention_peak_flops_per_s(case: _Case) -> float:
+    """Dense peak FLOP/s of the attention core: its inputs are the activations and the KV
+    cache, not the weights, so it runs FP8 only with an FP8 KV cache on a GPU with FP8 tensor
+    cores (FlashAttention-3, Shah et al. 2024, arXiv:2407.08608, sec. 3.3: FP8 attention;
+    TensorRT-LLM's FP8 context FMHA), else BF16, whatever the weights' format."""
+    gpu = case.cluster.gpu
+    if case.workload.kv_dtype == "fp8" and gpu.fp8_flops_per_s:
+        return gpu.fp8_flops_per_s
+    return gpu.bf16_flops_per_s
+
+
+def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool) -> float:
+    """Seconds of one stage's FLOPs for ``tokens`` per attention group (``_compute_parts``)."""
+    k = _compute_parts(case, f, tokens, context, prefill, tokens)
+    return k.gemms + k.attention + k.experts
+
+
+def _decode_kv_share(case: _Case, shape: StageShape, context: float) -> float:
+    """Share of a stage's full-context KV a decode reads at ``context`` keys: blocks with a
+    sliding window or chunked attention read their window only (Mistral 7B, arXiv:2310.06825,
+    sec. 2); 1 without windows."""
+    if case.model.sliding_window is None or context <= 0:
+        return 1.0
+    return window_share(case.model, shape, case.workload, max(1, math.ceil(context)))
 
 
 def _mixed_stage_step(
@@ -206,35 +261,80 @@ def _mixed_stage_step(
     keys: float,
     comm_s: float | None = None,
     per_seq: float = 1.0,
+    half_comm_s: float | None = None,
 ) -> Roofline:
     """Roofline of one stage running ``decode`` decode sequences (``per_seq`` tokens each,
     ``context`` keys each) and ``prefill`` prefill tokens (``keys`` keys each) per attention
     group in one step: the FLOPs add, the weights are read once, each decode sequence reads
-    its KV cache once (a speculative verify step scores ``per_seq`` tokens against it)."""
+    its KV cache once (a speculative verify step scores ``per_seq`` tokens against it).
+    A decode-only step replays a CUDA graph padded to its captured batch, or runs eagerly at
+    least as long as its host launches; with two-batch overlap (EP only) the step is two
+    half micro-batches, each one's compute hiding the other's EP exchange
+    (``ServingAssumptions.two_batch_overlap``; ``half_comm_s``: one half's collectives)."""
+    lay, a = case.layout, case.a
+    tokens = decode * per_seq + prefill
+    comm = _comm_s(case, shape, tokens, prefill == 0) if comm_s is None else comm_s
+    if a.two_batch_overlap and lay.ep > 1 and tokens >= 2:
+        half = _kernel_step(case, shape, decode / 2, context, prefill / 2, keys, per_seq)
+        if half_comm_s is None:
+            half_comm_s = _comm_s(case, shape, tokens / 2, prefill == 0)
+        busy = half.total_s
+        layers = max(1, len(shape.layers))
+        # the two halves alternate: compute of one under the other's exchange, plus the
+        # first half's compute of one block before any exchange can overlap it
+        overlapped = max(2 * busy, 2 * half_comm_s) + min(busy, half_comm_s) / layers
+        return Roofline(2 * half.compute_s, 2 * half.memory_s, overlapped - 2 * busy, 2 * busy)
+    step = _kernel_step(case, shape, decode, context, prefill, keys, per_seq)
+    return Roofline(step.compute_s, step.memory_s, comm, step.kernels_s)
+
+
+def _kernel_step(
+    case: _Case,
+    shape: StageShape,
+    decode: float,
+    context: float,
+    prefill: float,
+    keys: float,
+    per_seq: float,
+) -> Roofline:
+    """The kernels of ``_mixed_stage_step`` without communication."""
     model, lay, a = case.model, case.layout, case.a
     f = _stage_flops(model, shape.layers, shape.has_lm_head)
-    compute_s = _compute_s(case, f, decode * per_seq, context, False)
-    compute_s += _compute_s(case, f, prefill, keys, True)
+    graph = graph_batch(a, decode) if prefill == 0 else None
+    rows = (graph if graph is not None else decode) * per_seq
+    window = _decode_kv_share(case, shape, context)
+    dec = _compute_parts(case, f, decode * per_seq, context * window, False, rows)
+    pre = _compute_parts(case, f, prefill, keys, True, prefill)
     tokens = decode * per_seq + prefill
     slots = expert_slots(model, lay.redundant_experts)
     touched = experts_touched(model.n_routed_experts, model.num_experts_per_tok, tokens * lay.ep)
     # each touched expert's copies are read (replicas of a hot expert each get some tokens)
     copies = touched * slots / model.n_routed_experts if model.n_routed_experts else 0.0
     experts = copies / lay.ep * shape.num_moe_layers * shape.expert_bytes  # per GPU
-    kv = decode * context * shape.kv_bytes_per_token
-    read = shape.read_bytes + experts + kv
-    memory_s = read / (a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s)
-    comm = _comm_s(case, shape, tokens, prefill == 0) if comm_s is None else comm_s
-    return Roofline(compute_s, memory_s, comm)
+    kv = decode * context * window * shape.kv_bytes_per_token
+    bandwidth = a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s
+    gemm_c, att_c = dec.gemms + pre.gemms, dec.attention + pre.attention
+    exp_c = dec.experts + pre.experts
+    weights_s, experts_s, kv_s = shape.read_bytes / bandwidth, experts / bandwidth, kv / bandwidth
+    kernels = max(gemm_c, weights_s) + max(exp_c, experts_s) + max(att_c, kv_s)
+    if graph is None and a.launch_s > 0:  # eager: the host launches every kernel
+        kernels = max(kernels, len(shape.layers) * a.kernels_per_block * a.launch_s)
+    return Roofline(gemm_c + att_c + exp_c, weights_s + experts_s + kv_s, 0.0, kernels)
 
 
 def _stage_step(
-    case: _Case, shape: StageShape, tokens: float, context: float, prefill: bool
+    case: _Case,
+    shape: StageShape,
+    tokens: float,
+    context: float,
+    prefill: bool,
+    per_seq: float = 1.0,
 ) -> Roofline:
-    """Roofline of one stage running ``tokens`` per attention group, ``context`` keys each."""
+    """Roofline of one stage running ``tokens`` per attention group, ``context`` keys each
+    (decode: ``tokens`` sequences of ``per_seq`` tokens, k + 1 in a speculative verify)."""
     if prefill:
         return _mixed_stage_step(case, shape, 0.0, 0.0, tokens, context)
-    return _mixed_stage_step(case, shape, tokens, context, 0.0, 0.0)
+    return _mixed_stage_step(case, shape, tokens, context, 0.0, 0.0, per_seq=per_seq)
 
 
 def _handoff_s(case: _Case, tokens: float) -> float:
@@ -243,11 +343,13 @@ def _handoff_s(case: _Case, tokens: float) -> float:
     return _collective_s(case, "point-to-point", message, "pp")
 
 
-def _slowest(case: _Case, tokens: float, context: float, prefill: bool) -> Roofline:
+def _slowest(
+    case: _Case, tokens: float, context: float, prefill: bool, per_seq: float = 1.0
+) -> Roofline:
     """The slowest stage's roofline (stages differ by embedding, LM head and layer count)."""
     w, a = case.workload, case.a
     shapes = stage_shapes(case.model, case.layout, w.weights_dtype, w.kv_dtype, a.memory)
-    steps = [_stage_step(case, s, tokens, context, prefill) for s in shapes]
+    steps = [_stage_step(case, s, tokens, context, prefill, per_seq) for s in shapes]
     return max(steps, key=lambda r: r.total_s)
 
 
@@ -255,7 +357,11 @@ class EngineStep:
     """Seconds of one scheduler step of a replica as a function of the work scheduled in it:
     the per-stage mixed roofline (``_mixed_stage_step``) of the slowest stage, run by each of
     ``pp`` micro-batches, with the work spread evenly over the ``ep`` attention groups.
-    Communication depends on the tokens only, so it is kept per token count."""
+    Communication depends on the tokens only, so it is kept per token count.
+
+    With ``speculation`` (k draft tokens), a step with decodes verifies k + 1 tokens a
+    sequence and first runs the draft k times for them; it yields ``tokens_per_step`` tokens
+    a decoding sequence on average (explorer.serving.speculative). k = 0 is plain decode."""
 
     def __init__(
         self,
@@ -264,11 +370,38 @@ class EngineStep:
         layout: ServingLayout,
         workload: ServingWorkload,
         assumptions: ServingAssumptions,
+        speculation: Speculation | None = None,
     ) -> None:
         w, a = workload, assumptions
         self._case = _Case(model, cluster, layout, workload, assumptions)
         self._shapes = stage_shapes(model, layout, w.weights_dtype, w.kv_dtype, a.memory)
         self._comm: dict[tuple[float, bool], tuple[tuple[float, ...], float]] = {}
+        self._spec = speculation if speculation and speculation.draft_tokens > 0 else None
+        self._draft: EngineStep | None = None
+        if self._spec is not None:
+            check_speculation(model, self._spec)
+            draft, on = draft_case(model, layout, self._spec)
+            self._draft = EngineStep(draft, cluster, on, workload, assumptions)
+
+    @property
+    def draft_tokens(self) -> int:
+        """Tokens drafted a step (k; 0 without speculation): KV slots each decode reserves."""
+        return self._spec.draft_tokens if self._spec else 0
+
+    def draft_seconds(self, decode_seqs: float, context: float) -> float:
+        """Seconds of a step's k draft passes for ``decode_seqs`` sequences of the replica at
+        ``context`` keys (0 without speculation)."""
+        if self._draft is None or decode_seqs <= 0:
+            return 0.0
+        return self.draft_tokens * self._draft.seconds(round(decode_seqs), 0, context, 0.0)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a decoding sequence gets from one step on average (1 without speculation):
+        (1 - a^(k+1)) / (1 - a), Leviathan et al. 2023 eq. 1."""
+        if self._spec is None:
+            return 1.0
+        return expected_tokens_per_step(self._spec.acceptance, self._spec.draft_tokens)
 
     def _communication(self, tokens: float, low_latency: bool) -> tuple[tuple[float, ...], float]:
         """(per-stage exposed collectives, pipeline handoff) seconds for ``tokens``."""
@@ -289,17 +422,35 @@ class EngineStep:
         """One step: ``decode_seqs`` decodes at ``context`` keys on average (``tokens_per_seq``
         tokens each: k + 1 in a speculative verify step) and ``prefill_tokens`` prompt tokens
         at ``prefill_keys`` keys on average (seconds)."""
+        if self._draft is not None and decode_seqs > 0 and tokens_per_seq == 1.0:
+            k = self.draft_tokens
+            verify = self._plain(decode_seqs, prefill_tokens, context, prefill_keys, k + 1.0)
+            return verify + self.draft_seconds(decode_seqs, context)
+        return self._plain(decode_seqs, prefill_tokens, context, prefill_keys, tokens_per_seq)
+
+    def _plain(
+        self,
+        decode_seqs: int,
+        prefill_tokens: int,
+        context: float,
+        prefill_keys: float,
+        tokens_per_seq: float,
+    ) -> float:
         lay, q = self._case.layout, tokens_per_seq
         share = lay.pp * lay.ep  # micro-batches x attention groups
         decode, prefill = decode_seqs / share, prefill_tokens / share
-        comm, handoff = self._communication(decode * q + prefill, prefill_tokens == 0)
+        tokens, alone = decode * q + prefill, prefill_tokens == 0
+        comm, handoff = self._communication(tokens, alone)
+        halves: tuple[float | None, ...] = (None,) * len(comm)
+        if self._case.a.two_batch_overlap and lay.ep > 1:
+            halves = self._communication(tokens / 2, alone)[0]
         stage_s = max(
             _mixed_stage_step(
-                self._case, s, decode, context, prefill, prefill_keys, c, per_seq=q
+                self._case, s, decode, context, prefill, prefill_keys, c, q, h
             ).total_s
-            for s, c in zip(self._shapes, comm, strict=True)
+            for s, c, h in zip(self._shapes, comm, halves, strict=True)
         )
-        return lay.pp * stage_s + (lay.pp - 1) * handoff
+        return lay.pp * stage_s + (lay.pp - 1) * handoff + self._case.a.step_overhead_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,10 +485,15 @@ def replica_latency(
     layout: ServingLayout,
     workload: ServingWorkload,
     assumptions: ServingAssumptions,
+    speculation: Speculation | None = None,
 ) -> ReplicaLatency:
-    """TTFT, decode step and mean ITL of one replica (model in the module docstring)."""
+    """TTFT, decode step and mean ITL of one replica (model in the module docstring); with
+    ``speculation`` each decode step verifies k + 1 tokens a sequence after k draft steps
+    and yields E tokens (``EngineStep.tokens_per_step``): the step and ITL are per token."""
     case = _Case(model, cluster, layout, workload, assumptions)
     w, pp, ep = case.workload, case.layout.pp, case.layout.ep
+    spec = EngineStep(model, cluster, layout, workload, assumptions, speculation)
+    k, per_step = spec.draft_tokens, spec.tokens_per_step
     budget = case.a.memory.prefill_chunk_tokens  # max_num_batched_tokens, per scheduler step
     # prefix-cache hits are not prefilled; the new tokens attend to the cached ones too
     computed = w.prompt_len * (1.0 - case.a.prefix_cache_hit_rate)
@@ -346,17 +502,27 @@ def replica_latency(
     pre = _slowest(case, chunk, keys, prefill=True)
     ttft = (computed / chunk + pp - 1) * pre.total_s + (pp - 1) * _handoff_s(case, chunk)
     wanted = -(-w.concurrency // pp) / ep  # sequences per micro-batch and attention group
-    micro = min(wanted, sustained_decodes(budget, computed, w.output_len))
-    dec = _slowest(case, micro, w.prompt_len + w.output_len / 2, prefill=False)
-    step = pp * dec.total_s + (pp - 1) * _handoff_s(case, micro)
+    # a decode takes k + 1 budget tokens a step and finishes in output_len / E steps
+    most = budget / (k + 1 + computed * per_step / w.output_len)
+    micro = min(wanted, most)
+    context = w.prompt_len + w.output_len / 2
+    dec = _slowest(case, micro, context, prefill=False, per_seq=k + 1.0)
+    step = pp * dec.total_s + (pp - 1) * _handoff_s(case, micro * (k + 1))
+    step += spec.draft_seconds(micro * pp * ep, context)  # k draft passes for them
+    step += case.a.step_overhead_s  # the host's share (the drafts' is in draft_seconds)
     # each step mixes in the successors' prompt tokens, at most the budget left by decodes;
     # costed at the prefill chunk's seconds per token
-    mixed = min(micro * computed / w.output_len, max(0.0, budget - micro))
-    itl = step + pp * mixed * pre.total_s / chunk
+    mixed = min(micro * computed * per_step / w.output_len, max(0.0, budget - micro * (k + 1)))
+    itl = (step + pp * mixed * pre.total_s / chunk) / per_step
     # closed loop (Little): the sequences not decoding wait, a share 1 - micro / wanted of
     # each request's time, whose decoding part is output_len inter-token latencies
     ttft += w.output_len * itl * (wanted / micro - 1)
-    return ReplicaLatency(pre, dec, ttft, step, itl, min(w.concurrency, micro * pp * ep))
+    decoding = min(w.concurrency, micro * pp * ep)
+    return ReplicaLatency(pre, dec, ttft, step / per_step, itl, decoding)
+
+
+_param_counts = lru_cache(maxsize=256)(param_counts)
+"""param_counts per model, kept: a plan asks for the same model's counts at every point."""
 
 
 def memory_bound_tokens_per_s(
@@ -372,7 +538,7 @@ def memory_bound_tokens_per_s(
     experts the step's tokens touch and each sequence's KV cache; counted from whole-model
     parameter counts with no replication, so any layout's estimate stays below it.
     """
-    counts = param_counts(model)
+    counts = _param_counts(model)
     bpp = weight_bytes_per_param(workload.weights_dtype, assumptions or MemoryAssumptions())
     c, e, k = workload.concurrency, model.n_routed_experts, model.num_experts_per_tok
     dense = counts.total_without_mtp - counts.routed_experts - counts.embeddings

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from explorer.limits import SERVING_BUDGET_S
 from explorer.memory.serving import ServingLayout
 from explorer.serving.assumptions import ServingAssumptions
+from explorer.serving.drafts import Speculation
 from explorer.serving.estimate import ServingEstimate, estimate_serving, fitted
 from explorer.serving.frontier import DEFAULT_CONCURRENCIES, ParetoPoint, pareto_points
 from explorer.serving.latency import Bound, Roofline
@@ -35,8 +36,11 @@ def plan_serving(
     assumptions: ServingAssumptions | None = None,
     concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
     budget_s: float = SERVING_BUDGET_S,
+    speculation: Speculation | None = None,
+    overlap_options: tuple[bool, ...] | None = None,
 ) -> ServingPlan:
-    """Every layout of ``num_gpus``: estimates at the workload, rejects, and the frontier.
+    """Every layout of ``num_gpus``: estimates at the workload, rejects, and the frontier
+    (``speculation`` and ``overlap_options`` as in ``pareto_points``).
 
     Raises ValueError (one sentence) when estimating the layouts passes ``budget_s`` seconds.
     """
@@ -54,10 +58,10 @@ def plan_serving(
     estimates = []
     for lay in valid:
         _within_budget(deadline, budget_s, len(valid))
-        estimates.append(estimate_serving(model, cluster, lay, workload, a))
+        estimates.append(estimate_serving(model, cluster, lay, workload, a, speculation))
     estimates.sort(key=lambda e: (not e.fits, -(e.tokens_per_s or 0.0)))
     sweep = (*concurrencies, workload.concurrency)
-    pareto = pareto_points(model, cluster, valid, workload, sweep, a)
+    pareto = pareto_points(model, cluster, valid, workload, sweep, a, speculation, overlap_options)
     return ServingPlan(tuple(estimates), tuple(rejected), tuple(pareto))
 
 

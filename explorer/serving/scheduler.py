@@ -10,7 +10,9 @@ decode needs a block and none is free the most recently admitted sequence is pre
 blocks freed, its prompt and generated tokens recomputed later: vLLM's recompute
 preemption). Static batching (TensorRT-LLM's and Orca's baseline) admits a batch only when the
 engine is empty, reserving each sequence's full length, and runs it to the end. A step's
-duration comes from the per-step roofline (explorer.serving.latency.EngineStep).
+duration comes from the per-step roofline (explorer.serving.latency.EngineStep); with
+speculative decoding each decode reserves its k drafted slots and gets the expected accepted
+tokens a step (whole tokens, the fraction carried over).
 
 Out come TTFT, TPOT and end-to-end latency at p50/p90/p99, the throughput at that load and
 the time-averaged number of requests in the system (for Little's law).
@@ -27,6 +29,7 @@ import numpy as np
 
 from explorer.memory.serving import ServingLayout, kv_capacity_tokens
 from explorer.serving.assumptions import ServingAssumptions
+from explorer.serving.drafts import Speculation
 from explorer.serving.latency import EngineStep
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 
@@ -113,6 +116,7 @@ class _Request:
     generated: int = 0
     kv_tokens: int = 0
     blocks: int = 0
+    credit: float = 0.0  # speculative decoding: the fraction of a token a step left over
     first_s: float = -1.0
     finish_s: float = -1.0
 
@@ -129,6 +133,11 @@ class _Engine:
     cached_tokens: int = 0
     """Prompt tokens each request finds in the prefix cache: not prefilled (their KV blocks
     are the request's own, as sharing between sequences is left out)."""
+    lookahead: int = 0
+    """KV slots a decode reserves beyond its next token: the k drafted tokens it verifies
+    (vLLM's ``num_lookahead_slots``); 0 without speculation."""
+    tokens_per_step: float = 1.0
+    """Tokens a decoding sequence gets from a step on average (speculation: above 1)."""
     waiting: deque[_Request] = field(default_factory=deque)
     running: list[_Request] = field(default_factory=list)
     preemptions: int = 0
@@ -169,7 +178,7 @@ class _Engine:
         """Decoding sequences, each with a block for its next token (preempting as needed)."""
         while True:
             ready = [r for r in self.running if r.prefilled == r.prompt]
-            if all(self.grow(r, r.kv_tokens + 1) for r in ready):
+            if all(self.grow(r, r.kv_tokens + 1 + self.lookahead) for r in ready):
                 return ready
             self.preempt_last()
 
@@ -216,16 +225,23 @@ def simulate(
     kv_capacity_tokens: int,
     block_tokens: int = 16,
     cached_tokens: int = 0,
+    tokens_per_step: float = 1.0,
+    lookahead: int = 0,
 ) -> LoadResult:
     """Simulate one engine under ``load`` (its rate or users already this replica's share)
     until ``load.num_requests`` requests finish (model in the module docstring); each prompt
-    finds its first ``cached_tokens`` in the prefix cache."""
+    finds its first ``cached_tokens`` in the prefix cache. Speculative decoding: each decode
+    reserves ``lookahead`` more KV slots and gets ``tokens_per_step`` tokens a step on
+    average (whole tokens, the fraction carried to its next step)."""
+    if tokens_per_step < 1 or lookahead < 0:
+        raise ValueError("tokens_per_step must be at least 1 and lookahead at least 0")
     if not 0 <= cached_tokens < prompt_len:
         raise ValueError(f"cached tokens must be in [0, {prompt_len}), got {cached_tokens}")
     count = min(load.num_requests, MAX_REQUESTS)
     note = f"cut to {MAX_REQUESTS:,} simulated requests" if load.num_requests > count else ""
     blocks = kv_capacity_tokens // block_tokens
-    e = _Engine(load, prompt_len, output_len, blocks, block_tokens, cached_tokens)
+    e = _Engine(load, prompt_len, output_len, blocks, block_tokens, cached_tokens, lookahead,
+                tokens_per_step)  # fmt: skip
     if prompt_len + output_len > e.free_blocks * block_tokens:
         raise ValueError(
             f"one request of {prompt_len + output_len:,} tokens does not fit the KV cache of "
@@ -282,11 +298,16 @@ def _advance(
         r.kv_tokens += take
         if r.prefilled == r.prompt:  # the last chunk samples a token
             sampled.append(r)
+    emitted = {id(r): 1 for r in sampled}
     for r in decodes:
-        r.kv_tokens += 1
+        r.credit += e.tokens_per_step
+        count = min(int(r.credit + 1e-9), e.output_len - r.generated)
+        r.credit -= int(r.credit + 1e-9)
+        r.kv_tokens += count
+        emitted[id(r)] = count
     finished = []
     for r in sampled:
-        r.generated += 1
+        r.generated += emitted[id(r)]
         if r.first_s < 0:
             r.first_s = t
         if r.generated >= e.output_len:
@@ -331,10 +352,12 @@ def serve_under_load(
     workload: ServingWorkload,
     load: EngineLoad,
     assumptions: ServingAssumptions | None = None,
+    speculation: Speculation | None = None,
 ) -> LoadResult:
     """Simulate one replica of ``layout`` under its share of ``load`` (rate, users and
     requests split evenly over the replicas); the requests finished, the rates and the mean
-    in system are for all replicas. The workload's prompt and output lengths are every request's."""
+    in system are for all replicas. The workload's prompt and output lengths are every
+    request's. ``speculation``: each step drafts and verifies (``EngineStep``)."""
     a = assumptions or ServingAssumptions()
     n = layout.replicas
     share = replace(
@@ -343,12 +366,12 @@ def serve_under_load(
         users=None if load.users is None else -(-load.users // n),
         num_requests=-(-load.num_requests // n),
     )
-    step = EngineStep(model, cluster, layout, workload, a)
+    step = EngineStep(model, cluster, layout, workload, a, speculation)
     capacity = kv_capacity_tokens(model, cluster.gpu, layout, workload, a.memory)
     cached = int(workload.prompt_len * a.prefix_cache_hit_rate)
     one = simulate(
         step.seconds, share, workload.prompt_len, workload.output_len, capacity,
-        a.memory.kv_block_tokens, cached,
+        a.memory.kv_block_tokens, cached, step.tokens_per_step, step.draft_tokens,
     )  # fmt: skip
     return replace(
         one,

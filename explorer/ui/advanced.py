@@ -13,8 +13,10 @@ from typing import Any
 import streamlit as st
 
 from explorer.limits import MAX_BYTES_PER_S, limit
+from explorer.ui import cached
 from explorer.ui.assumptions import GROUP_TITLES, Knob, knobs, overrides_from
-from explorer.ui.state import key
+from explorer.ui.help_text import HELP, inert_reason, with_reason
+from explorer.ui.state import key, scenario_from_state
 
 MAX_GBPS = MAX_BYTES_PER_S / 1e9
 """The largest link bandwidth a widget takes, GB/s (explorer.limits)."""
@@ -49,6 +51,7 @@ def render() -> None:
             max_value=limit("oversubscription"),
             step=0.5,
             key=key("oversub"),
+            help=HELP["oversub"],
         )
         _assumption_widgets()
 
@@ -63,10 +66,12 @@ def _on_knob(knob: Knob) -> None:
     st.session_state[key("assume")] = overrides_from(values)
 
 
-def _knob(knob: Knob, value: Any) -> None:
+def _knob(knob: Knob, value: Any, off: str | None = None) -> None:
     widget = _knob_key(knob)
     st.session_state[widget] = knob.shown(value)
-    common: dict[str, Any] = {"key": widget, "help": knob.help, "on_change": _on_knob}
+    help_text = with_reason(knob.help, off)
+    common: dict[str, Any] = {"key": widget, "help": help_text, "on_change": _on_knob}
+    common["disabled"] = off is not None
     common["args"] = (knob,)
     if knob.kind == "choice":
         st.selectbox(knob.label, knob.options, **common)
@@ -94,6 +99,22 @@ def _assumption_widgets() -> None:
         return
     groups = list(dict.fromkeys(knob.group for knob in shown))
     tabs = st.tabs([GROUP_TITLES.get(g, g) for g in groups])
+    off = _inert(shown)
     for knob in shown:
         with tabs[groups.index(knob.group)]:
-            _knob(knob, current.get(knob.key, knob.default))
+            _knob(knob, current.get(knob.key, knob.default), off.get(knob.key))
+
+
+def _inert(shown: tuple[Knob, ...]) -> dict[str, str]:
+    """Why each assumption that does nothing for this layout and model is off."""
+    draft = scenario_from_state(st.session_state.to_dict())
+    if draft.workload != "training":
+        return {}
+    try:
+        is_moe: bool | None = cached.model(draft.model).is_moe
+    except ValueError:
+        is_moe = None
+    precision = draft.training.precision
+    reasons = {k.key: inert_reason(k.key, draft.layout, is_moe=is_moe, precision=precision)
+               for k in shown}  # fmt: skip
+    return {name: reason for name, reason in reasons.items() if reason}

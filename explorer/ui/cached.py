@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from explorer.scaling import ScalingSweep
     from explorer.schedules import Timeline
     from explorer.search import SearchResult
-    from explorer.serving import ServingPlan
+    from explorer.serving import ServingEstimate, ServingPlan
     from explorer.serving.scheduler import LoadResult
+    from explorer.serving.speculative import SpeculativeDecode
     from explorer.trust import ErrorSummary
     from explorer.ui.charts.report import ReportFile
 
@@ -405,6 +406,33 @@ def serving_under_load(
     assumptions = serving_assumptions(dict(overrides))
     load = scheduler.EngineLoad(users=users, num_requests=max(4 * users, 64))
     return scheduler.serve_under_load(model, cluster, layout, workload, load, assumptions)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def serving_speculative(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: ServingWorkload,
+    overrides: Overrides,
+    layout: ServingLayout,
+    draft_id: str | None,
+    draft_tokens: int,
+    acceptance: float,
+) -> tuple[ServingEstimate, SpeculativeDecode]:
+    """``layout`` at the workload with speculative decoding (the plan's estimate and the
+    draft and verify steps): MTP when ``draft_id`` is None, else that model preset drafts."""
+    serving, spec = core("serving"), core("serving.speculative")
+    draft = None if draft_id is None else core("presets").load_model(draft_id)
+    speculation = spec.Speculation(
+        kind="mtp" if draft is None else "draft",
+        draft_model=draft,
+        draft_tokens=draft_tokens,
+        acceptance=acceptance,
+    )
+    assumptions = serving_assumptions(dict(overrides))
+    estimate = serving.estimate_serving(model, cluster, layout, workload, assumptions, speculation)
+    steps = spec.speculative_decode(model, cluster, layout, workload, speculation, assumptions)
+    return estimate, steps
 
 
 def serving_answers(plan: ServingPlan) -> tuple[str, ...]:

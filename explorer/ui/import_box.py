@@ -87,8 +87,9 @@ def render() -> None:
     """The expander with the text area, the format choice and the apply button."""
     with st.expander("Import launch settings"):
         st.radio(
-            "Format", list(FORMATS), key=FORMAT, format_func=FORMATS.__getitem__, horizontal=True
-        )
+            "Format", list(FORMATS), key=FORMAT, format_func=FORMATS.__getitem__, horizontal=True,
+            help="Which launcher's settings the text below holds.",
+        )  # fmt: skip
         st.text_area(
             "Paste the arguments, recipe YAML or TOML",
             key=TEXT,

@@ -26,8 +26,9 @@ from explorer.scenario import (
     world_size_error,
 )
 from explorer.specs import PRECISIONS, RECOMPUTES, SCHEDULES
-from explorer.ui import advanced, cached, calibration_upload, import_box
+from explorer.ui import advanced, cached, calibration_upload, import_box, recipe_inputs
 from explorer.ui.format import billions, sentence, tokens
+from explorer.ui.help_text import HELP, inert_reason, with_reason
 from explorer.ui.pages import LANDING, SHOWN, landing_after
 from explorer.ui.state import (
     GENERIC,
@@ -175,7 +176,9 @@ def _on_upload() -> None:
 def _model() -> None:
     presets = dict(cached.model_choices())
     names = {**presets, GENERIC: "Generic dense (choose a size)", UPLOAD: "Upload a config.json"}
-    choice = st.selectbox("Model", list(names), key=MODEL_CHOICE, format_func=names.__getitem__)
+    choice = st.selectbox(
+        "Model", list(names), key=MODEL_CHOICE, format_func=names.__getitem__, help=HELP["model"]
+    )
     if choice in presets:
         st.session_state[key("model")] = choice
     elif choice == GENERIC:
@@ -211,43 +214,51 @@ def _training_workload() -> None:
     )
     seq_options = sorted({*SEQ_LENGTHS, int(st.session_state[key("seq")])})
     st.select_slider(
-        "Sequence length (tokens)", options=seq_options, key=key("seq"), format_func=tokens
-    )
+        "Sequence length (tokens)", options=seq_options, key=key("seq"), format_func=tokens,
+        help=HELP["seq"],
+    )  # fmt: skip
     left, right = st.columns(2)
     left.number_input(
-        "Micro-batch (seqs)", min_value=1, max_value=_most("micro_batch_size"), key=key("mbs")
-    )
+        "Micro-batch (seqs)", min_value=1, max_value=_most("micro_batch_size"), key=key("mbs"),
+        help=HELP["mbs"],
+    )  # fmt: skip
     right.number_input("Global batch (seqs)", min_value=1, max_value=_most("global_batch_size"),
-                       key=key("gbs"))  # fmt: skip
+                       key=key("gbs"), help=HELP["gbs"])  # fmt: skip
 
 
 def _serving_workload() -> None:
     left, right = st.columns(2)
     left.number_input(
-        "Prompt (tokens)", min_value=1, max_value=_most("prompt_len"), key=key("prompt")
-    )
+        "Prompt (tokens)", min_value=1, max_value=_most("prompt_len"), key=key("prompt"),
+        help=HELP["prompt"],
+    )  # fmt: skip
     right.number_input(
-        "Output (tokens)", min_value=1, max_value=_most("output_len"), key=key("output")
-    )
+        "Output (tokens)", min_value=1, max_value=_most("output_len"), key=key("output"),
+        help=HELP["output"],
+    )  # fmt: skip
     st.number_input(
         "Concurrent requests per replica",
         min_value=1,
         max_value=_most("concurrency"),
         key=key("concurrency"),
+        help=HELP["concurrency"],
     )
     left, right = st.columns(2)
-    left.selectbox("Weights", ("bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"), key=key("weights"))
-    right.selectbox("KV cache", ("bf16", "fp8"), key=key("kv"))
+    left.selectbox("Weights", ("bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"), key=key("weights"),
+                   help=HELP["weights"])  # fmt: skip
+    right.selectbox("KV cache", ("bf16", "fp8"), key=key("kv"), help=HELP["kv"])
 
 
 def _cluster() -> None:
     gpus = dict(cached.gpu_choices())
-    st.selectbox("GPU", list(gpus), key=key("gpu"), format_func=gpus.__getitem__)
+    st.selectbox("GPU", list(gpus), key=key("gpu"), format_func=gpus.__getitem__, help=HELP["gpu"])
     left, right = st.columns(2)
     left.number_input(
-        "GPUs per node", min_value=0, max_value=_most("gpus_per_node"), key=key("gpus_per_node")
-    )
-    right.number_input("Nodes", min_value=0, max_value=_most("num_nodes"), key=key("nodes"))
+        "GPUs per node", min_value=0, max_value=_most("gpus_per_node"), key=key("gpus_per_node"),
+        help=HELP["gpus_per_node"],
+    )  # fmt: skip
+    right.number_input("Nodes", min_value=0, max_value=_most("num_nodes"), key=key("nodes"),
+                       help=HELP["nodes"])  # fmt: skip
     advanced.render()
     calibration_upload.render()
 
@@ -263,20 +274,36 @@ def _fit_dp(dp: int) -> None:
     st.session_state[key("dp")] = dp
 
 
-def _layout(scenario_layout: LayoutInputs, error: str | None, dp: int | None) -> None:
+def _is_moe(scenario: Scenario) -> bool | None:
+    """Whether the scenario's model has experts; None when it cannot be read."""
+    try:
+        return cached.model(scenario.model).is_moe
+    except ValueError:
+        return None
+
+
+def _layout(
+    scenario_layout: LayoutInputs, error: str | None, dp: int | None, is_moe: bool | None = None
+) -> None:
+    names = ("ep", "schedule", "virtual")
+    off = {name: inert_reason(name, scenario_layout, is_moe=is_moe) for name in names}
     cells = st.columns(3)
     for cell, name in zip(cells * 2, ("dp", "tp", "pp", "cp", "ep"), strict=False):
-        cell.number_input(name.upper(), min_value=1, max_value=_most(name), key=key(name))
+        cell.number_input(name.upper(), min_value=1, max_value=_most(name), key=key(name),
+                          help=with_reason(HELP[name], off.get(name)),
+                          disabled=off.get(name) is not None)  # fmt: skip
     cells[2].selectbox("ZeRO", (0, 1, 2, 3), key=key("zero"), help=ZERO_HELP)
     left, right = st.columns(2)
-    left.selectbox("Recompute", RECOMPUTES, key=key("recompute"))
+    left.selectbox("Recompute", RECOMPUTES, key=key("recompute"), help=HELP["recompute"])
     right.selectbox(
-        "Schedule", SCHEDULES, key=key("schedule"), format_func=SCHEDULE_LABELS.__getitem__
-    )
+        "Schedule", SCHEDULES, key=key("schedule"), format_func=SCHEDULE_LABELS.__getitem__,
+        help=with_reason(HELP["schedule"], off["schedule"]), disabled=off["schedule"] is not None,
+    )  # fmt: skip
     left, right = st.columns(2)
     left.number_input(
-        "Virtual stages", min_value=1, max_value=_most("virtual_stages"), key=key("virtual")
-    )
+        "Virtual stages", min_value=1, max_value=_most("virtual_stages"), key=key("virtual"),
+        help=with_reason(HELP["virtual"], off["virtual"]), disabled=off["virtual"] is not None,
+    )  # fmt: skip
     right.checkbox(
         "SP",
         key=key("sp"),
@@ -333,6 +360,7 @@ def _render() -> Scenario:
             horizontal=True,
             format_func=str.capitalize,
             on_change=_on_workload,
+            help=HELP["workload"],
         )
         _section("Model", _model)
         training = st.session_state[key("workload")] == "training"
@@ -342,7 +370,8 @@ def _render() -> Scenario:
         if training:
             error = world_size_error(draft.layout, draft.cluster)
             dp = fitted_dp(draft.layout, draft.cluster)
-            _section("Layout", lambda: _layout(draft.layout, error, dp))
+            _section("Layout", lambda: _layout(draft.layout, error, dp, _is_moe(draft)))
+            recipe_inputs.render(draft.layout)
             import_box.render()
     scenario = scenario_from_state(st.session_state.to_dict())
     st.session_state[SCENARIO] = scenario

@@ -16,6 +16,8 @@ from plotly.subplots import make_subplots
 
 from explorer.memory import StageMemory
 from explorer.schedules import KINDS, Kind, Timeline
+from explorer.schedules.aggregate import DEFAULT_BINS, bin_timeline, needs_binning
+from explorer.ui.charts.schedule_binned import binned_bars
 from explorer.units import GiB
 
 KIND_COLOURS: dict[Kind, str] = {"F": "#4C78A8", "B": "#F58518", "W": "#54A24B"}
@@ -146,6 +148,20 @@ def memory_lines(timeline: Timeline, live: Sequence[LiveMemory]) -> list[go.Scat
     ]
 
 
+def action_traces(
+    timeline: Timeline, window: tuple[float, float] | None = None, *, showlegend: bool = True
+) -> tuple[list[go.Bar], int]:
+    """The diagram's bars and the time bins they are drawn in: one bar per action, or (0 bins)
+    when a stage row of the window holds more than ``MAX_ACTIONS_PER_ROW`` actions, each
+    stage's F, B and W time per bin (``explorer.schedules.aggregate``)."""
+    start, end = window or (0.0, timeline.makespan_s)
+    if end > start and needs_binning(timeline, start, end):
+        binned = bin_timeline(timeline, DEFAULT_BINS, start, end)
+        names: dict[Kind, str] = {k: f"{n} (time per bin)" for k, n in KIND_NAMES.items()}
+        return binned_bars(binned, KIND_COLOURS, names, showlegend=showlegend), DEFAULT_BINS
+    return schedule_bars(timeline, showlegend=showlegend), 0
+
+
 def _stage_axis(stages: int) -> dict[str, object]:
     """A y axis with stage 0 on top and one labelled tick per stage."""
     return {
@@ -166,10 +182,14 @@ def describe(timeline: Timeline) -> str:
 
 
 def schedule_figure(
-    timeline: Timeline, title: str | None = None, live: Sequence[LiveMemory] | None = None
+    timeline: Timeline,
+    title: str | None = None,
+    live: Sequence[LiveMemory] | None = None,
+    window: tuple[float, float] | None = None,
 ) -> go.Figure:
     """Schedule diagram (time in s, one row per stage) above each stage's activations held,
-    or, given ``live`` (one per stage), each stage's memory in GiB."""
+    or, given ``live`` (one per stage), each stage's memory in GiB; ``window`` (s) zooms the
+    time axis (and re-bins a long schedule over it)."""
     stages = timeline.schedule.stages
     fig = make_subplots(
         rows=2,
@@ -182,7 +202,8 @@ def schedule_figure(
             "memory per GPU of each stage" if live else "activations held per stage",
         ),
     )
-    for trace in schedule_bars(timeline):
+    bars, bins = action_traces(timeline, window)
+    for trace in bars:
         fig.add_trace(trace, row=1, col=1)
     lower = memory_lines(timeline, live) if live else inflight_lines(timeline)
     for line in lower:
@@ -191,8 +212,13 @@ def schedule_figure(
     lower_title = "GiB (2^30 bytes)" if live else "stage-equivalent micro-batches"
     fig.update_yaxes(title_text=lower_title, rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
+    if window:
+        fig.update_xaxes(range=list(window))
+    heading = title if title is not None else describe(timeline)
+    if bins:
+        heading += f" (drawn in {bins} time bins: hover or zoom for detail)"
     fig.update_layout(
-        title=title if title is not None else describe(timeline),
+        title=heading,
         barmode="overlay",
         bargap=0.15,
         uniformtext={"minsize": 8, "mode": "hide"},
@@ -218,7 +244,7 @@ def schedule_comparison_figure(
     )
     seen: set[str] = set()
     for row, timeline in enumerate(timelines, start=1):
-        for trace in schedule_bars(timeline):
+        for trace in action_traces(timeline)[0]:
             trace.showlegend = trace.legendgroup not in seen
             seen.add(str(trace.legendgroup))
             fig.add_trace(trace, row=row, col=1)

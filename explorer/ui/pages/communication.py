@@ -81,12 +81,26 @@ def render(scenario: Scenario) -> None:
     )
     exposed = sum(est.exposed_comm_s.values())
     cols = st.columns(4)
-    cols[0].metric("Step time", seconds(est.step_time_s))
+    cols[0].metric(
+        "Step time",
+        seconds(est.step_time_s),
+        help="One optimizer step: the pipelined passes, the exposed communication "
+        "and the optimizer.",
+    )
     cols[1].metric(
         "Exposed communication", seconds(exposed), help="Per step, on the critical path."
     )
-    cols[2].metric("Share of the step", percent(exposed / est.step_time_s))
-    cols[3].metric("MFU", percent(est.mfu))
+    cols[2].metric(
+        "Share of the step",
+        percent(exposed / est.step_time_s),
+        help="Exposed communication / step time.",
+    )
+    cols[3].metric(
+        "MFU",
+        percent(est.mfu),
+        help="Model FLOPs utilisation: the model's training FLOPs per step (3 x the forward's "
+        "matrix multiplies, as on the Model page) / (step time x the GPUs' dense peak).",
+    )
     expected_error("communication")
     chart(
         exposed_figure(est.exposed_comm_s, est.exposed_comm_by_axis_s, est.step_time_s), "exposed"

@@ -46,7 +46,9 @@ def _filters(frame: pd.DataFrame) -> pd.DataFrame:
     picks: dict[str, list[Any]] = {}
     for col, (field, title) in zip(cols, FILTERS.items(), strict=True):
         options = sorted(frame[field].unique().tolist())
-        picks[field] = col.multiselect(title, options, key=f"meshes_filter_{field}")
+        picks[field] = col.multiselect(title, options, key=f"meshes_filter_{field}",
+                                       help=f"Show only ranked layouts with these {title} values; "
+                                       "empty shows all.")  # fmt: skip
     shown = frame
     for field, values in picks.items():
         if values:

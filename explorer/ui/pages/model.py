@@ -8,7 +8,7 @@ import streamlit as st
 from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
 from explorer.specs import ModelSpec
-from explorer.ui import cached, inputs
+from explorer.ui import cached, gallery, inputs
 from explorer.ui.charts.model import flops_figure, label, params_figure
 from explorer.ui.format import (
     billions,
@@ -69,11 +69,27 @@ def _current_layout(scenario: Scenario) -> None:
         f"{case.cluster.world_size:,} × {case.cluster.gpu.name}"
     )
     cols = st.columns(5)
-    cols[0].metric("Fits", "yes" if est.fits else "no")
-    cols[1].metric("Peak memory per GPU", gib(est.memory.peak_bytes))
-    cols[2].metric("Step time", seconds(est.step_time_s))
-    cols[3].metric("Tokens/s", f"{est.tokens_per_s:,.0f}")
-    cols[4].metric("MFU", percent(est.mfu))
+    cols[0].metric(
+        "Fits",
+        "yes" if est.fits else "no",
+        help="Whether the most loaded GPU's peak is within its memory.",
+    )
+    cols[1].metric(
+        "Peak memory per GPU",
+        gib(est.memory.peak_bytes),
+        help="The Memory page's peak (GiB = 2^30 bytes).",
+    )
+    cols[2].metric("Step time", seconds(est.step_time_s), help="One optimizer step.")
+    cols[3].metric(
+        "Tokens/s",
+        f"{est.tokens_per_s:,.0f}",
+        help="Tokens per step (global batch x sequence) / step time, whole cluster.",
+    )
+    cols[4].metric(
+        "MFU",
+        percent(est.mfu),
+        help="Model FLOPs utilisation: model FLOPs per second / the GPUs' dense peak.",
+    )
     expected_error("step_time")
 
 
@@ -86,10 +102,28 @@ def render(scenario: Scenario) -> None:
     st.subheader(escaped(model.name))
     cols = st.columns(4)
     with_mtp = f"{total.total:,} with the multi-token-prediction modules" if total.mtp else None
-    cols[0].metric("Parameters", billions(total.total_without_mtp), help=with_mtp)
-    cols[1].metric("Active per token", billions(active.total_without_mtp))
-    cols[2].metric(f"Training per token at {tokens(seq)}", flop(cached.training_flops(model, seq)))
-    cols[3].metric("Forward per token", flop(forward.total))
+    cols[0].metric(
+        "Parameters",
+        billions(total.total_without_mtp),
+        help=with_mtp or "Every weight of the model, counted from its config.",
+    )
+    cols[1].metric(
+        "Active per token",
+        billions(active.total_without_mtp),
+        help="Parameters one token runs through: all of them for a dense model, "
+        "the shared parts and the top-k experts for a MoE.",
+    )
+    cols[2].metric(
+        f"Training per token at {tokens(seq)}",
+        flop(cached.training_flops(model, seq)),
+        help="Forward and backward FLOPs per token (3 x forward).",
+    )
+    cols[3].metric(
+        "Forward per token",
+        flop(forward.total),
+        help="Matrix-multiply FLOPs of one token's forward pass at this sequence "
+        "length (2 per multiply-add, causal attention halved).",
+    )
     official = _official(scenario)
     caption = "Counts exclude multi-token-prediction modules, as model cards do."
     st.caption(f"{caption} Official: {official}." if official else caption)
@@ -122,6 +156,7 @@ def render(scenario: Scenario) -> None:
         st.dataframe(
             table, width="stretch", column_config=number_columns(table.columns, "localized")
         )
+    gallery.render(scenario.model.preset if scenario.model.source == "preset" else None)
 
 
 if __name__ == "__main__":

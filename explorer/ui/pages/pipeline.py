@@ -9,7 +9,7 @@ import streamlit as st
 
 from explorer.scenario import Scenario
 from explorer.specs import SCHEDULES
-from explorer.ui import cached, inputs
+from explorer.ui import bubble, cached, inputs, schedule_explorer, schedule_zoom
 from explorer.ui.format import gib, percent, seconds
 from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
 from explorer.ui.sidebar import SCHEDULE_LABELS
@@ -51,8 +51,10 @@ def _drawn(timeline: Timeline) -> int:
         return whole
     labels = {few: f"Pattern: {few} micro-batches", whole: f"Whole step: {whole} micro-batches"}
     choice = st.segmented_control(
-        "Draw", list(labels), format_func=labels.__getitem__, key=DRAWN_KEY, default=few
-    )
+        "Draw", list(labels), format_func=labels.__getitem__, key=DRAWN_KEY, default=few,
+        help="The pattern (2P micro-batches) shows warm-up, steady state and cool-down at a "
+        "readable size; the whole step draws every micro-batch (binned when long).",
+    )  # fmt: skip
     return choice or few
 
 
@@ -66,7 +68,9 @@ def _compare(scenario: Scenario, case: inputs.TrainingCase) -> None:
 def _comparison(scenario: Scenario, case: inputs.TrainingCase) -> None:
     st.caption(
         "The same stage times under other schedules (interleaved with the layout's virtual "
-        "stages, or 2). Step figures are for the whole step; the diagrams show its pattern."
+        "stages, or 2). Step figures are for the whole step; the diagrams show its pattern, "
+        "and a pattern shorter than the step has a larger bubble in its title: warm-up and "
+        "cool-down weigh more in a short run."
     )
     others = [] if scenario.layout.schedule == "1f1b" else ["1f1b"]
     chosen = st.multiselect(
@@ -128,13 +132,7 @@ def _diagram_caption(est: Estimate, timeline: Timeline, drawn: int) -> str:
         "sets it holds times their bytes, on top of its states and buffers (its peak is the "
         "Memory page's; hover for the sets held)."
     )
-    if drawn < timeline.schedule.microbatches:
-        caption += (
-            f" The diagram draws {drawn} of the step's {timeline.schedule.microbatches:,} "
-            "micro-batches, so its title's bubble is larger than the step's "
-            f"{percent(est.bubble_fraction)}: warm-up and cool-down weigh more in a short run."
-        )
-    return caption
+    return f"{caption} {bubble.sentence(est, bubble.drawn_bubble(timeline, drawn), drawn)}"
 
 
 @st.fragment  # choosing the pattern or the whole step redraws the diagram only
@@ -143,7 +141,8 @@ def _diagram(
 ) -> None:
     drawn = _drawn(timeline)
     specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
-    chart(cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
+    zoomed = schedule_zoom.zoomed_figure(scenario, case, timeline, drawn)
+    chart(zoomed or cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
     st.caption(_diagram_caption(est, timeline, drawn))
 
 
@@ -181,6 +180,7 @@ def render(scenario: Scenario) -> None:
         help="The Memory page's peak: the most loaded stage's GPU (GiB = 2^30 bytes).",
     )
     _diagram(scenario, case, est, timeline)
+    schedule_explorer.render(scenario, case, est.microbatches)
     st.markdown("#### Per stage")
     table = _stage_table(est)
     floats = [c for c in table.columns if c != "layers"]

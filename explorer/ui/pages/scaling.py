@@ -39,6 +39,7 @@ def _counts(scenario: Scenario) -> tuple[int, ...]:
     first, last = st.select_slider(
         "GPU counts swept", options=options, value=default, key=RANGE_KEY,
         format_func=lambda n: f"{n:,}",
+        help="The smallest and largest cluster sizes (GPUs, doubling) the sweep estimates.",
     )  # fmt: skip
     return tuple(n for n in options if first <= n <= last)
 

@@ -137,6 +137,44 @@ def _under_load(case: ServingCase, scenario: Scenario, best: ServingEstimate) ->
     )
 
 
+DRAFT_MODELS = ("llama-3.1-8b", "qwen3-32b", "mistral-7b", "gpt2")
+"""Model presets offered as separate draft models (the model's MTP module comes first)."""
+
+
+def _speculative(case: ServingCase, scenario: Scenario, best: ServingEstimate) -> None:
+    """The best layout decoding speculatively (explorer.serving.speculative)."""
+    st.markdown("#### Speculative decoding")
+    mtp = case.model.num_nextn_predict_layers > 0
+    drafts = (["its MTP module"] if mtp else []) + list(DRAFT_MODELS)
+    cols = st.columns(3)
+    k = cols[0].number_input("Draft tokens a step (0: off)", min_value=0, max_value=8, value=0,
+                             key="serving_spec_tokens",
+                             help="k tokens drafted, then verified in one target step "
+                             "(Leviathan et al. 2023); 0 is plain decode.")  # fmt: skip
+    acceptance = cols[1].slider("Acceptance of each draft token", 0.0, 1.0, 0.85, 0.05,
+                                key="serving_spec_acceptance",
+                                help="DeepSeek-V3 measures 85-90% for its MTP module (report "
+                                "sec. 5.4.3); a named input.")  # fmt: skip
+    draft = cols[2].selectbox("Draft", drafts, key="serving_spec_draft")
+    if not k:
+        return
+    draft_id = None if draft == "its MTP module" else draft
+    e, sd = cached.serving_speculative(case.model, case.cluster, case.workload,
+                                       scenario.assumptions, best.layout, draft_id, int(k),
+                                       float(acceptance))  # fmt: skip
+    if not e.fits:
+        st.markdown(f"- {best.layout.label} with this draft does not fit: {e.reason}.")
+        return
+    st.markdown(
+        f"- {best.layout.label}: {sd.tokens_per_step:.2f} tokens a step of "
+        f"{seconds(sd.step_s)} (verify {seconds(sd.verify_step_s)} + {int(k)} draft passes of "
+        f"{seconds(sd.draft_step_s)}): {seconds(fitted(e.itl_s))} a token with the prompts mixed "
+        f"in, against {seconds(fitted(best.itl_s))} plain; {fitted(e.tokens_per_s):,.0f} output "
+        f"tokens/s against {fitted(best.tokens_per_s):,.0f} ({sd.speedup:.2f}x the decode "
+        f"step's speed); the draft adds {sd.extra_bytes_per_gpu / GiB:.2f} GiB a GPU."
+    )
+
+
 def render(scenario: Scenario) -> None:
     case = inputs.serving_case(scenario)
     load = scenario.serving
@@ -152,12 +190,27 @@ def render(scenario: Scenario) -> None:
     plan = cached.serving_plan(case.model, case.cluster, case.workload, scenario.assumptions)
     fitting = [e for e in plan.layouts if e.fits]
     cols = st.columns(4)
-    cols[0].metric("Layouts that fit", f"{len(fitting)} of {len(plan.layouts)}")
+    cols[0].metric(
+        "Layouts that fit",
+        f"{len(fitting)} of {len(plan.layouts)}",
+        help="Serving layouts (TP, PP, EP, replicas) whose weights, KV cache and "
+        "buffers fit one GPU's memory at the requested concurrency.",
+    )
     if fitting:
         best = fitting[0]
         cols[1].metric("Most tokens/s", f"{fitted(best.tokens_per_s):,.0f}", help=best.layout.label)
-        cols[2].metric("Its ITL", seconds(fitted(best.itl_s)))
-        cols[3].metric("Its TTFT", seconds(fitted(best.ttft_s)))
+        cols[2].metric(
+            "Its ITL",
+            seconds(fitted(best.itl_s)),
+            help="Inter-token latency: time between two output tokens of one "
+            "request while decoding.",
+        )
+        cols[3].metric(
+            "Its TTFT",
+            seconds(fitted(best.ttft_s)),
+            help="Time to first token: the prompt's prefill (and queueing) before "
+            "the first output token.",
+        )
     expected_error("serving")
     for answer in cached.serving_answers(plan):
         st.markdown(f"- {answer}")
@@ -172,6 +225,7 @@ def render(scenario: Scenario) -> None:
     _table(plan)
     _capacity(case, scenario, plan)
     if fitting:
+        _speculative(case, scenario, fitting[0])
         _under_load(case, scenario, fitting[0])
     st.caption(f"Left out of the serving model: {cached.serving_leaves_out()}.")
 

@@ -235,7 +235,9 @@ def render(scenario: Scenario) -> None:
 
 @st.fragment  # choosing a configuration reruns this panel only
 def _categories(table: pd.DataFrame, categories: tuple[str, ...]) -> None:
-    chosen = st.selectbox("Configuration", table["id"].tolist(), key="validation_config")
+    chosen = st.selectbox("Configuration", table["id"].tolist(), key="validation_config",
+                          help="A measured run: its memory by category beside the estimate.",
+                          )  # fmt: skip
     row = table.set_index("id").loc[chosen]
     measured = {c: float(row[f"measured_{c}_bytes"]) for c in categories}
     estimated = {c: float(row[f"estimated_{c}_bytes"]) for c in categories}
