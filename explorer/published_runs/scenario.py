@@ -195,8 +195,18 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
         fields |= {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 4.0}
     if run.loss_compiled:
         fields |= COMPILED_LOSS
+    if run.loss_fused:
+        fields |= FUSED_LOSS
     return fields
 
+
+FUSED_LOSS: Final = {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 2.0}
+"""A fused softmax cross-entropy kernel over bf16 logits: it saves the logits (2 bytes each),
+the per-token max-log-sum-exp and the labels, and its backward returns one logits-shaped
+gradient in their dtype (2 bytes each). Source: apex contrib xentropy SoftmaxCrossEntropyLoss
+(save_for_backward(logits, max_log_sum_exp, labels); xentropy_cuda.backward), the kernel
+flash-attn 1.0.9's losses.cross_entropy wraps (llm-foundry setup.py, modeling_mpt.py
+loss_fn fused_crossentropy)."""
 
 COMPILED_LOSS: Final = {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 2.0}
 """A compiled cross-entropy over bf16 logits: a named assumption, not measured here. Inductor

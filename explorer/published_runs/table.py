@@ -121,6 +121,9 @@ class PublishedRun(BaseModel):
     states then in bf16 too): the core's bf16-pure policy."""
     loss_fp32: bool = True
     """False where the cross-entropy runs on the bf16 logits (no fp32 upcast)."""
+    loss_fused: bool = False
+    """True where the cross-entropy is one fused CUDA kernel over the bf16 logits (LLM Foundry's
+    default loss_fn fused_crossentropy: the xentropy extension of flash-attn 1.0.9)."""
     loss_compiled: bool = False
     """True where torch.compile compiles the cross-entropy (torchtitan with training.compile
     from components/loss.py build_cross_entropy_loss; 9dec370 of 2024-12 left it eager)."""
