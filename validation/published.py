@@ -65,7 +65,10 @@ def _run_lines(row: Any, brief: bool) -> list[str]:
     fits = "fits" if row.fits else "NO FIT"
     memory = f"{row.estimated_peak_gib:7.1f} / {row.gpu_gib:5.1f} GiB {fits}"
     if not math.isnan(row.measured_memory_gib):
-        memory += f" (measured {row.measured_memory_gib:.1f} GiB, {row.memory_error:+.4%})"
+        memory += (
+            f" (measured {row.measured_memory_gib:.1f} GiB against {row.comparable_peak_gib:.1f}"
+            f" GiB in the allocator, {row.memory_error:+.4%})"
+        )
     lines = [
         f"{row.id:54} {row.gpu:9} {row.gpus:6} {row.published_tokens_per_s_per_gpu:10.1f} "
         f"{row.estimated_tokens_per_s_per_gpu:10.1f} {row.error:+10.4%}  {memory}",

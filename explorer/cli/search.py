@@ -17,6 +17,7 @@ from explorer.cli.args import (
     add_calibration,
     add_cluster,
     add_model,
+    add_recipes,
     add_space,
     add_workload,
     assumed,
@@ -27,12 +28,14 @@ from explorer.cli.args import (
     few,
     model_from,
     overrides_from,
+    recipes_from,
     space_choices,
     whole,
     workload_from,
 )
 from explorer.cli.cost_args import add_cost, cost_from
 from explorer.cli.importing import (
+    RECIPE_DESTS,
     WORKLOAD_DESTS,
     add_import,
     apply_import,
@@ -41,10 +44,13 @@ from explorer.cli.importing import (
 )
 from explorer.cost import price_of
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+from explorer.importers import Imported
 from explorer.mesh import SearchSpace
 from explorer.precision import precision_policy
 from explorer.search import search
+from explorer.search.recipe import FULL_FIELDS, OTHER_FIELDS, SELECTIVE_FIELDS, LayoutRecipe
 from explorer.search.rows import LAYOUT_COLUMNS, with_cost_column
+from explorer.specs import Layout, Recompute
 from explorer.units import GiB
 
 NAME = "search"
@@ -72,8 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     assumptions = parser.add_argument_group("assumptions")
     add_assume(assumptions)
     add_calibration(assumptions)
+    add_recipes(parser)  # kept in every layout they apply to (explorer.search.recipe)
     add_import(
-        parser, WORKLOAD_DESTS, "the workload, model and GPU count (the search picks layouts)"
+        parser,
+        (*WORKLOAD_DESTS, *RECIPE_DESTS),
+        "the workload, model, GPU count and memory recipe (the search picks layouts)",
     )
     add_cost(parser, training=False)
 
@@ -108,8 +117,42 @@ def records(frame: pd.DataFrame) -> list[dict[str, object]]:
     return [{str(k): _plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
 
+def recipe_from(args: argparse.Namespace, imported: Imported | None) -> LayoutRecipe | None:
+    """The memory recipe of the flags and the import; its uneven stages pinned to the imported
+    pipeline split (any split with pp > 1 without an import); a recompute it refines replaces
+    the searched ones (``explorer.search.recipe``). One sentence when it is wrong."""
+    from explorer.cli import UserError
+
+    fields = recipes_from(args)
+    defaults = Layout()
+    chosen = {k: v for k, v in fields.items() if v != getattr(defaults, k)}
+    if not chosen:
+        return None
+    shard = chosen.get("dp_shard")
+    dp = shard if isinstance(shard, int) else 1
+    groups: tuple[tuple[Recompute, tuple[str, ...]], ...] = (
+        ("selective", SELECTIVE_FIELDS),
+        ("full", FULL_FIELDS),
+    )
+    for recompute, names in groups:
+        group: dict[str, Any] = {k: v for k, v in chosen.items() if k in names or k in OTHER_FIELDS}
+        try:  # each group checked on a layout of the recompute it is written for
+            Layout(recompute=recompute, dp=dp, **group)
+        except ValueError as error:
+            raise UserError(str(error)) from None
+    split = imported.layout if imported is not None else None
+    try:
+        return LayoutRecipe(
+            tuple(chosen.items()),
+            pp=split.pp if split else None,
+            virtual_stages=split.virtual_stages if split else None,
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
 def run(args: argparse.Namespace) -> dict:
-    apply_import(args)
+    imported = apply_import(args)
     model, workload = model_from(args), workload_from(args)
     cluster = cluster_from(args, args.gpus)
     figures = calibration_from(args, cluster, precision_policy(workload.precision).compute)
@@ -117,7 +160,7 @@ def run(args: argparse.Namespace) -> dict:
     assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS, calibrated=calibrated)
     result = search(
         model, cluster, workload, num_gpus=args.gpus, space=space_from(args), ranked=args.top,
-        assumptions=assumptions,
+        assumptions=assumptions, recipe=recipe_from(args, imported),
     )  # fmt: skip
     by_kind = result.rejected.groupby("kind", observed=True)["num_layouts"].sum()
     price, price_source = price_of(cluster.gpu, cost_from(args))

@@ -17,9 +17,15 @@ from explorer.units import MiB
 Framework = Literal["megatron", "pytorch"]
 """Training framework whose memory behaviour is modelled (see ``explorer.memory.frameworks``)."""
 
+MoeDispatcher = Literal["alltoall", "deepep"]
+"""How MoE tokens reach their experts: NCCL all-to-all, or DeepEP's kernels and buffers."""
+
 ActivationRecipe = Literal["standard", "deepseek-v3"]
 """How saved activations are stored: every tensor in the activation dtype, or the DeepSeek-V3
 report's recomputation and FP8 caching (see ``explorer.memory.frameworks.ACTIVATION_RECIPES``)."""
+
+_GRAPH_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
+"""Per-layer CUDA-graph scopes (``explorer.memory.buffers.CUDA_GRAPH_MODULES``)."""
 
 _NON_NEGATIVE = (
     "zero3_prefetch_layers",
@@ -150,6 +156,15 @@ class TrainingAssumptions:
     (megatron no; pytorch yes: torch.distributed.pipelining stage.py backward_maybe_with_nosync
     sets reshard_after_backward and requires_gradient_sync False before the last backward, and
     torchtitan's apply_fsdp does not reshard after forward under PP)."""
+    pipeline_recv_buffers: bool | None = None
+    """Pipeline parallelism keeps one activation and one gradient receive buffer per
+    micro-batch and model chunk for the whole run. None follows the framework (megatron no:
+    p2p_communication allocates each receive; pytorch yes: torch.distributed.pipelining
+    stage.py _prepare_forward_infra and _prepare_backward_infra make them once)."""
+    pipeline_schedule_microbatches: int | None = None
+    """Micro-batches one run of the pipeline schedule takes when gradient accumulation repeats
+    the schedule (NeMo AutoModel: local batch / micro-batch, GA runs per step); sizes the
+    receive buffers above. None: the step's micro-batches in one schedule."""
     fp8_linear_input_bytes: float | None = None
     """Transformer Engine FP8 recipes: bytes per element of each FP8 GEMM's saved input (QKV
     and MLA down-projection inputs, the attention output, the MLP and expert inputs of fc1 and
@@ -187,6 +202,49 @@ class TrainingAssumptions:
     report sec. 3.3.3, Low-Precision Activation (2); comparable Megatron-Core options:
     --activation-func-fp8-input-store with --recompute-modules moe_act."""
 
+    optimizer_state_bytes: float | None = None
+    """Bytes per parameter of the optimizer's states (Adam's two moments together); None follows
+    the precision policy (``explorer.precision``). torch.optim.AdamW keeps its moments in the
+    parameter's dtype: 8 over fp32 parameters (torchtitan's FSDP2 shards, torchao float8
+    included, which casts only the matmul inputs: torchao float8 README), 4 over bf16 ones.
+    Source: PyTorch torch/optim/adam.py _init_group (exp_avg = zeros_like(p))."""
+    fsdp_accumulated_grad_bytes: float | None = None
+    """ZeRO-3 (FSDP2) gradients accumulated unsharded over micro-batches without a
+    reduce-scatter (under pipelining): bytes per element; None follows the precision's gradient
+    bytes. FSDP2 upcasts the unsharded gradient to MixedPrecisionPolicy.reduce_dtype when it
+    differs from param_dtype, so 4 for reduce_dtype fp32 (torchtitan, NeMo AutoModel). Source:
+    torch/distributed/fsdp/_fully_shard/_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed."""
+    fsdp_torchtitan_units: bool = False
+    """ZeRO-3 units as torchtitan's apply_fsdp wraps them: one per block, and the root module
+    holding the embedding, final norm and output together, the last block kept gathered after
+    its forward (without pipelining): at the loss backward the embedding is gathered with the
+    LM head and the last block is still gathered. Source: torchtitan
+    models/llama3/parallelize_llama.py apply_fsdp (9dec370, e7c0cae: reshard_after_forward =
+    layer_id < last; fully_shard(model) last). False: the LM head's unit alone (as
+    validation/parallelize.py wraps [norm, output])."""
+    fsdp_ignores_unsharded_experts: bool = False
+    """FSDP leaves the routed experts out when their expert-data-parallel group is one rank
+    (EP over every DP rank): no gathered copy and no unsharded gradient; their gradients build
+    up in place in the parameter dtype. Source: NeMo AutoModel
+    nemo_automodel/components/moe/parallelizer.py apply_fsdp (ignored_params = the experts'
+    parameters unless ep_shard is enabled)."""
+
+    moe_dispatcher: MoeDispatcher = "alltoall"
+    """MoE token dispatch: alltoall (NCCL point-to-point buffers per EP peer) or deepep (DeepEP's
+    NVLink buffer and, across nodes, its NVSHMEM RDMA buffer, ``explorer.memory.buffers``;
+    Megatron-Core --moe-token-dispatcher-type flex with DeepEP, NeMo AutoModel
+    enable_deepep)."""
+    deepep_num_sms: int = 20
+    """SMs DeepEP's kernels use; its buffers have one channel per two SMs (rounded down).
+    Source: DeepEP
+    Buffer.num_sms default 20; Megatron-Core moe_deepep_num_sms default 20."""
+    cuda_graph_modules: tuple[str, ...] = ()
+    """Per-layer CUDA-graph capture scopes (attn, mlp, moe, moe_router, moe_preprocess); each
+    keeps static edge tensors per layer and captured micro-batch
+    (``explorer.memory.buffers.cuda_graph_bytes``). Empty: no per-layer graphs (a
+    full-iteration graph keeps only its data inputs: none counted). Source: Megatron-Core
+    --cuda-graph-impl transformer_engine / local with --cuda-graph-modules."""
+
     offload_overlap: float = 1.0
     """Activation offload: share of a pass's compute that the host copies run beside (a side
     stream); the rest of a longer copy is exposed. An assumption: 1 means a copy is hidden
@@ -199,6 +257,22 @@ class TrainingAssumptions:
         for name in ("dropout_mask_bytes", "moe_imbalance", "router_logits_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        per_schedule = self.pipeline_schedule_microbatches
+        if per_schedule is not None and not per_schedule >= 1:
+            raise ValueError(
+                f"pipeline_schedule_microbatches must be 1 or more, got {per_schedule!r}"
+            )
+        if self.moe_dispatcher not in ("alltoall", "deepep"):
+            raise ValueError(
+                f"moe_dispatcher must be 'alltoall' or 'deepep', got {self.moe_dispatcher!r}"
+            )
+        if self.deepep_num_sms < 2:
+            raise ValueError(f"deepep_num_sms must be 2 or more, got {self.deepep_num_sms}")
+        unknown = [m for m in self.cuda_graph_modules if m not in _GRAPH_MODULES]
+        if unknown:
+            raise ValueError(
+                f"cuda_graph_modules has {unknown[0]!r}; choose from {', '.join(_GRAPH_MODULES)}"
+            )
         capacity = self.moe_capacity_factor
         if capacity is not None and not capacity > 0:
             raise ValueError(f"moe_capacity_factor must be positive, got {capacity!r}")
@@ -222,6 +296,8 @@ class TrainingAssumptions:
             "loss_backward_bytes_per_logit",
             "optimizer_step_temporaries",
             "fp8_linear_input_bytes",
+            "optimizer_state_bytes",
+            "fsdp_accumulated_grad_bytes",
         ):
             value = getattr(self, name)
             if value is not None and value < 0:

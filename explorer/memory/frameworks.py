@@ -42,6 +42,9 @@ class FrameworkBehaviour:
     pipeline_keeps_unsharded: bool = False
     """ZeRO-3 under pipeline parallelism keeps every weight gathered and every gradient
     unsharded until the last micro-batch's backward (torch.distributed.pipelining)."""
+    pipeline_recv_buffers: bool = False
+    """Pipeline stages allocate a receive buffer per micro-batch and direction once and keep
+    them (torch.distributed.pipelining)."""
 
 
 MEGATRON = FrameworkBehaviour(
@@ -71,6 +74,10 @@ PYTORCH = FrameworkBehaviour(
     # set_reshard_after_backward(False) and set_requires_gradient_sync(False) but on the last
     # backward; torchtitan's apply_fsdp sets reshard_after_forward=False under PP as well
     pipeline_keeps_unsharded=True,
+    # stage.py _prepare_forward_infra / _prepare_backward_infra: one activation and one
+    # gradient receive buffer per micro-batch, made once (NeMo AutoModel docs, pipelining
+    # recv_buffer_pool: "one full-size recv buffer per microbatch and per direction")
+    pipeline_recv_buffers=True,
 )
 """PyTorch as torchtitan runs it: FSDP2, DTensor TP/SP with loss_parallel, foreach AdamW."""
 
@@ -89,6 +96,7 @@ _OVERRIDES = (
     "optimizer_step_temporaries",
     "moe_probs_in_experts",
     "pipeline_keeps_unsharded",
+    "pipeline_recv_buffers",
 )
 
 
@@ -139,6 +147,11 @@ _SWITCH_WORDS = (
         "pipeline_keeps_unsharded",
         "ZeRO-3 under PP keeps weights gathered and gradients unsharded",
         "ZeRO-3 under PP reshards per micro-batch",
+    ),
+    (
+        "pipeline_recv_buffers",
+        "PP receive buffers kept per micro-batch",
+        "PP receive buffers per transfer",
     ),
 )
 """(switch, words when on, words when off)."""

@@ -68,6 +68,17 @@ class StageParts:
     optimizer_step: Parts
     fixed: MemoryBreakdown
     """Communication, runtime and headroom."""
+    backward_gradients: float | None = None
+    """Gradient bytes alive in the backward phases when not the usual rule's (FSDP
+    accumulating unsharded gradients under pipelining holds no sharded ones); None: every
+    gradient when ``grads_held``, else none."""
+
+    @property
+    def held_gradients(self) -> float:
+        """Gradient bytes alive in the backward phases."""
+        if self.backward_gradients is not None:
+            return self.backward_gradients
+        return self.states.gradients if self.grads_held else 0.0
 
 
 def _phase(
@@ -92,8 +103,7 @@ def backward_start(p: StageParts) -> PhaseMemory:
     """Every saved activation, no block rebuilt yet (CR-7), gradients only when held (CR-3)."""
     a = p.activations
     acts = StageActivations(a.blocks, a.embedding, a.head, a.mtp, 0.0)
-    gradients = p.states.gradients if p.grads_held else 0.0
-    return _phase("backward_start", p, gradients, acts, p.backward_start)
+    return _phase("backward_start", p, p.held_gradients, acts, p.backward_start)
 
 
 def block_backward(p: StageParts) -> PhaseMemory:
@@ -103,8 +113,7 @@ def block_backward(p: StageParts) -> PhaseMemory:
     acts = StageActivations(
         a.blocks, a.embedding, a.head * waiting, a.mtp * waiting, a.recompute_working
     )
-    gradients = p.states.gradients if p.grads_held else 0.0
-    return _phase("block_backward", p, gradients, acts, p.block_backward)
+    return _phase("block_backward", p, p.held_gradients, acts, p.block_backward)
 
 
 def optimizer_step(p: StageParts) -> PhaseMemory:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from explorer.memory.assumptions import TrainingAssumptions
 from explorer.memory.breakdown import MemoryBreakdown
+from explorer.memory.buffers import DEEPEP_NVL_PEERS, deepep_nvl_bytes, deepep_rdma_bytes
 from explorer.memory.frameworks import FrameworkBehaviour
 from explorer.memory.recompute import RecomputePolicy, recompute_policy
 from explorer.memory.tensors import ActivationShape
@@ -57,12 +58,18 @@ def nccl_parts(
     lay, moe = layout, model.is_moe
     ring = a.nccl_buffer_bytes * a.nccl_channels * 2  # buffer x channels x 2 ring neighbours
     p2p = a.nccl_buffer_bytes * a.nccl_p2p_channels_per_peer  # per peer
+    deepep = moe and lay.ep > 1 and a.moe_dispatcher == "deepep"
+    h, sms = model.hidden_size, a.deepep_num_sms
+    nvl = deepep_nvl_bytes(h, lay.ep, sms) if deepep else 0.0
+    rdma = deepep_rdma_bytes(h, lay.ep, sms) if deepep else 0.0
     groups = (  # (communicator, used by this layout, bytes)
         ("TP", lay.tp > 1, ring),
         ("CP (ring attention send/recv)", lay.cp > 1, 2 * p2p),
         ("DP x CP", lay.dp * lay.cp > 1, ring),
         ("PP send/recv", lay.pp > 1, min(lay.pp - 1, 2) * p2p),
-        ("EP all-to-all", moe and lay.ep > 1, (lay.ep - 1) * p2p),
+        ("EP all-to-all", moe and lay.ep > 1 and not deepep, (lay.ep - 1) * p2p),
+        ("DeepEP NVLink buffer", deepep, nvl),
+        ("DeepEP RDMA buffer (NVSHMEM)", deepep and lay.ep > DEEPEP_NVL_PEERS, rdma),
         ("expert TP", moe and lay.etp > 1, ring),
         ("expert DP", moe and moe_shards > 1, ring),
     )

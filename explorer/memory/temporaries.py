@@ -8,11 +8,13 @@ optimizer step's temporaries and the DDP gradient bucket. Sizes follow the frame
 
 from __future__ import annotations
 
+from explorer.memory.buffers import cuda_graph_bytes
 from explorer.memory.frameworks import loss_temporary_bytes_per_logit
 from explorer.memory.setting import TrainingSetting
 from explorer.memory.states import (
     ModelStates,
     block_params_per_gpu,
+    embedding_params_per_gpu,
     head_params_per_gpu,
     stage_params,
     stage_units,
@@ -32,13 +34,33 @@ def zero3_gathers(s: TrainingSetting, shards: int) -> bool:
     return s.layout.zero == 3 and (shards > 1 or not s.behaviour.keep_bf16_shard)
 
 
+def experts_outside_fsdp(s: TrainingSetting) -> bool:
+    """Whether FSDP leaves the routed experts out (``fsdp_ignores_unsharded_experts``: a
+    one-rank expert-data-parallel group under EP): they are then never gathered."""
+    ignored = s.assumptions.fsdp_ignores_unsharded_experts and s.layout.zero == 3
+    return ignored and s.model.is_moe and s.layout.ep > 1 and s.moe_shards == 1
+
+
+def fsdp_accumulates_unsharded(s: TrainingSetting) -> bool:
+    """Whether ZeRO-3 keeps weights gathered and gradients unsharded over the micro-batches
+    (``pipeline_keeps_unsharded`` under pipelining, more than one micro-batch)."""
+    pipelined = s.behaviour.pipeline_keeps_unsharded and s.layout.pp > 1
+    return pipelined and s.layout.zero == 3 and s.microbatches > 1
+
+
+def _gathered_groups(s: TrainingSetting) -> tuple[bool, bool]:
+    """(dense, expert): whether ZeRO-3 gathers each group's weights into separate buffers."""
+    expert_on = zero3_gathers(s, s.moe_shards) and not experts_outside_fsdp(s)
+    return zero3_gathers(s, s.dense_shards), expert_on
+
+
 def zero3_block_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     """Unsharded parameters of the gathered units and one unit's unsharded gradients, bytes.
 
     Source: PyTorch FSDP (Zhao et al. 2023, arXiv:2304.11277): the unit computing plus
     ``zero3_prefetch_layers`` prefetched ones; a unit's gradients whole until reduce-scatter.
     """
-    dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
+    dense_on, expert_on = _gathered_groups(s)
     if not (dense_on or expert_on):
         return ()
     units = stage_units(s.model, s.layout, plan)
@@ -48,6 +70,25 @@ def zero3_block_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
         ("ZeRO-3 gathered parameters", copies * gathered * s.policy.param_bytes),
         ("ZeRO-3 unsharded gradients", gathered * s.policy.grad_bytes),
     )
+
+
+def block_backward_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """ZeRO-3 buffers during one block's backward, bytes: the computing and prefetched units
+    with one unit's unsharded gradient; or, when weights stay gathered from the forward
+    (``kept_gathered_weights``), all of those (the computing unit among them) with that unit's
+    gradient, or every unsharded gradient where FSDP accumulates them (under pipelining).
+
+    Source: ``zero3_block_temporaries``; PyTorch FSDP2 reshard_after_forward=False and
+    torch.distributed.pipelining (``kept_gathered_weights``): nothing is resharded before
+    the last backward, so the kept weights outlive every block's backward but the last.
+    """
+    kept = kept_gathered_weights(s, plan)
+    if not kept:
+        return zero3_block_temporaries(s, plan)
+    if fsdp_accumulates_unsharded(s):
+        return kept
+    grads = tuple(p for p in zero3_block_temporaries(s, plan) if "gradients" in p[0])
+    return kept + grads
 
 
 def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
@@ -67,7 +108,26 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     if zero3_gathers(s, s.dense_shards) and not kept_gathered_weights(s, plan):
         head = head_params_per_gpu(s.model, tp, has_embedding=False)  # tied: the same weight
         parts.append(("ZeRO-3 gathered LM head", head * s.policy.param_bytes))
+        parts += torchtitan_unit_parts(s, plan)
     return (*(p for p in parts if p[1]), *kept_gathered_weights(s, plan))
+
+
+def torchtitan_unit_parts(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """What torchtitan's FSDP units hold gathered at the loss backward beyond the LM head
+    (``fsdp_torchtitan_units``), bytes: the untied embedding of the root unit and the last
+    block, kept after its forward."""
+    if not (s.assumptions.fsdp_torchtitan_units and s.layout.pp == 1):
+        return ()
+    lay, per = s.layout, s.policy.param_bytes
+    parts: list[tuple[str, float]] = []
+    if plan.has_embedding and not s.model.tie_word_embeddings:
+        embedding = embedding_params_per_gpu(s.model, lay.tp)
+        parts.append(("ZeRO-3 root unit's embedding", embedding * per))
+    kind = "moe" if s.model.is_moe_layer(s.model.num_hidden_layers - 1) else "dense"
+    last = block_params_per_gpu(s.model, kind, lay.tp, lay.ep, lay.etp)
+    last_bytes = last.dense * per + last.expert * per * zero3_gathers(s, s.moe_shards)
+    parts.append(("ZeRO-3 last block kept gathered", last_bytes))
+    return tuple(parts)
 
 
 def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
@@ -83,14 +143,16 @@ def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
     pipelined = s.behaviour.pipeline_keeps_unsharded and s.layout.pp > 1
     if s.layout.reshard_after_forward and not pipelined:
         return ()
-    dense_on, expert_on = zero3_gathers(s, s.dense_shards), zero3_gathers(s, s.moe_shards)
+    dense_on, expert_on = _gathered_groups(s)
     held = stage_params(s.model, s.layout, plan)
     kept = held.dense * dense_on + held.expert * expert_on
     if not kept:
         return ()
     parts = [("ZeRO-3 weights kept gathered after the forward", kept * s.policy.param_bytes)]
-    if pipelined and s.microbatches > 1:  # earlier micro-batches' unsharded gradients
-        parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * s.policy.grad_bytes))
+    if fsdp_accumulates_unsharded(s):  # earlier micro-batches' unsharded gradients
+        grad_bytes = s.assumptions.fsdp_accumulated_grad_bytes
+        per = s.policy.grad_bytes if grad_bytes is None else grad_bytes
+        parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * per))
     return tuple(parts)
 
 
@@ -120,7 +182,46 @@ def persistent_buffers(s: TrainingSetting, plan: StagePlan | None = None) -> Par
         blocks = block_params_on(s, plan)
         parts.append(("FP8 weight copies (Transformer Engine)",
                       blocks * s.assumptions.fp8_weight_copy_bytes))  # fmt: skip
+    if plan is not None and (recv := pipeline_recv_bytes(s, plan)):
+        parts.append(("pipeline receive buffers (one per micro-batch)", recv))
     return tuple(parts)
+
+
+def graph_buffer_parts(s: TrainingSetting, plan: StagePlan, inflight: float) -> Parts:
+    """Per-layer CUDA graphs' static edge tensors on a stage's GPU, bytes (``cuda_graph_bytes``):
+    one set per layer for each micro-batch in flight under pipelining, one set without it.
+
+    Transformer Engine captures a graph per layer and micro-batch of the schedule (``_order``)
+    but lets graphs whose lifetimes do not overlap share their edge buffers (Megatron-Core
+    TECudaGraphHelper passes _reuse_graph_input_output_buffers=True from TE 2.7): the live
+    sets are taken as the stage's micro-batches in flight (an assumption; stage-equivalent).
+    """
+    modules = s.assumptions.cuda_graph_modules
+    if not modules:
+        return ()
+    boundary = s.shape.sp_tokens * s.model.hidden_size * s.shape.dtype_bytes
+    live = inflight if s.layout.pp > 1 else 1.0
+    size = cuda_graph_bytes(modules, plan.num_dense_layers, plan.num_moe_layers, boundary, live)
+    return (("CUDA graph static buffers", size),) if size else ()
+
+
+def pipeline_recv_bytes(s: TrainingSetting, plan: StagePlan) -> float:
+    """Receive buffers torch.distributed.pipelining keeps on a rank, bytes: per micro-batch,
+    one stage input (but on the model's first chunk) and one output gradient (but on the
+    last) per model chunk, each the stage boundary's (sequence-parallel) activation.
+
+    Source: torch/distributed/pipelining/stage.py _prepare_forward_infra (args_recv_info per
+    micro-batch) and _prepare_backward_infra (grad_recv_info per micro-batch). Left in: the
+    in-flight micro-batches' stage inputs, which a checkpointed chunk also saves.
+    """
+    if not (s.behaviour.pipeline_recv_buffers and s.layout.pp > 1):
+        return 0.0
+    chunks = len(plan.chunk_blocks) or s.layout.virtual_stages
+    buffers = 2 * chunks - plan.has_embedding - plan.has_head
+    boundary = s.shape.sp_tokens * s.model.hidden_size * s.shape.dtype_bytes
+    per_schedule = s.assumptions.pipeline_schedule_microbatches
+    count = s.microbatches if per_schedule is None else min(per_schedule, s.microbatches)
+    return count * buffers * boundary
 
 
 def block_params_on(s: TrainingSetting, plan: StagePlan) -> float:

@@ -13,9 +13,14 @@ optimizer offload, HSDP, reshard_after_forward; ``recompute.py``) and Transforme
 storage (``TrainingAssumptions.fp8_linear_input_bytes`` / ``fp8_weight_copy_bytes``) change
 what the parts above hold.
 
+DeepEP's NVLink and NVSHMEM buffers (``TrainingAssumptions.moe_dispatcher``), per-layer CUDA
+graphs' static edge tensors (``cuda_graph_modules``) and torch.distributed.pipelining's
+per-micro-batch receive buffers are counted (``buffers.py``, ``temporaries.py``).
+
 Left out on purpose: activation gradients and matmul outputs alive during backward, the
-allocator's fragmentation beyond ``headroom``, DeepEP / NVSHMEM buffers, NCCL LL/LL128 and tree
-buffers, pipeline p2p staging buffers, CUDA graphs' private pools, FP8 scaling factors and
+allocator's fragmentation beyond ``headroom``, NVSHMEM's own state beyond DeepEP's heap, NCCL
+LL/LL128 and tree buffers, Megatron's p2p staging buffers, the activations CUDA graphs' private
+pools hold beyond eager's, FP8 scaling factors and
 amax histories, MoE routing temporaries (token gather / index_add; measured 0.3-1.5% of the
 MoE peaks in validation/results.json), torch.compile's changes to what is saved, and
 data-loader pinned memory (host side). PyTorch DDP without gradient_as_bucket_view (a second
@@ -56,9 +61,12 @@ from explorer.memory.states import (
 )
 from explorer.memory.temporaries import (
     backward_start_temporaries,
+    block_backward_temporaries,
+    experts_outside_fsdp,
+    fsdp_accumulates_unsharded,
+    graph_buffer_parts,
     optimizer_temporaries,
     persistent_buffers,
-    zero3_block_temporaries,
 )
 from explorer.memory.tensors import activation_shape
 from explorer.partition import StagePlan, inflight_microbatches, loss_inflight, pipeline_plan
@@ -168,6 +176,28 @@ def stage_states(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> Model
     return states + ModelStates(0.0, extra, 0.0, 0.0)
 
 
+def pipelined_backward_gradients(s: TrainingSetting, held: HeldParams) -> float | None:
+    """Gradient bytes of the stage's GPU during the backward when FSDP accumulates unsharded
+    gradients over micro-batches (``fsdp_accumulates_unsharded``): only those of parameters
+    outside FSDP, as the sharded ones are made at the last backward's reduce-scatter, after
+    ``optimizer.zero_grad(set_to_none=True)`` freed them (the unsharded ones are temporaries).
+    None: the usual rule (``StageParts.grads_held``).
+
+    Source: torch/distributed/pipelining/stage.py backward_maybe_with_nosync (post_backward,
+    hence the reduce-scatter, only after the last backward); PyTorch Optimizer.zero_grad.
+    """
+    if not fsdp_accumulates_unsharded(s):
+        return None
+    if not experts_outside_fsdp(s):
+        return 0.0
+    lay, keep = s.layout, s.behaviour.keep_bf16_shard
+    experts = HeldParams(expert=held.expert)
+    outside = stage_model_states(
+        experts, s.policy, lay.zero, s.dense_shards, s.moe_shards, keep_param_shard=keep
+    )
+    return outside.gradients
+
+
 def stage_parts(
     s: TrainingSetting, plan: StagePlan, held: HeldParams, inflight: float
 ) -> StageParts:
@@ -182,11 +212,12 @@ def _contents_parts(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> St
     return StageParts(
         states=states,
         grads_held=s.grads_held,
+        backward_gradients=pipelined_backward_gradients(s, held),
         activations=NO_ACTIVATIONS,
         loss_inflight=s.loss_inflight if plan.has_head else 1.0,
         persistent=persistent_buffers(s, plan),
         backward_start=backward_start_temporaries(s, plan),
-        block_backward=zero3_block_temporaries(s, plan),
+        block_backward=block_backward_temporaries(s, plan),
         optimizer_step=optimizer_temporaries(s, states),
         fixed=s.fixed,
     )
@@ -201,7 +232,8 @@ def _in_flight(
 ) -> StageParts:
     """``parts`` with the activations of ``inflight`` micro-batches."""
     acts = ledger.in_flight(inflight, s.loss_inflight, plan.copies)
-    return replace(parts, activations=acts)
+    graphs = graph_buffer_parts(s, plan, inflight)
+    return replace(parts, activations=acts, persistent=parts.persistent + graphs)
 
 
 def stage_memory(s: TrainingSetting, plan: StagePlan, inflight: float) -> StageMemory:
@@ -277,6 +309,8 @@ def _setting(
 ) -> TrainingSetting:
     policy = precision_policy(workload.precision, workload.grad_dtype)
     assumptions = recipe_storage(assumptions, policy)
+    if assumptions.optimizer_state_bytes is not None:
+        policy = replace(policy, optimizer_bytes=assumptions.optimizer_state_bytes)
     microbatches = microbatch_count(layout, workload)
     dense_shards, moe_shards = shard_groups(layout)
     communication = nccl_parts(model, layout, assumptions, expert_shards(layout))

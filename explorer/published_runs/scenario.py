@@ -67,7 +67,7 @@ float8 tensorwise (dynamic) scaling."""
 def _precision(run: PublishedRun) -> tuple[Precision, Fp8Recipe | None, list[str]]:
     """The policy, the FP8 recipe its casts follow (None: the GPU's default) and what differs."""
     if run.precision == "bf16":
-        return "bf16-mixed", None, []
+        return ("bf16-pure" if run.bf16_parameters else "bf16-mixed"), None, []
     if run.precision == "nvfp4":
         return "nvfp4-mixed", None, []
     if run.precision in FP8_RECIPE_OF:
@@ -193,6 +193,64 @@ def _te_fp8(run: PublishedRun) -> dict[str, Any]:
     return {"fp8_linear_input_bytes": width, "fp8_weight_copy_bytes": copies}
 
 
+def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
+    """Memory behaviours of the PyTorch frameworks' runs beyond ``framework="pytorch"``.
+
+    torch.optim.Adam(W) keeps its moments in the parameters' dtype (torch/optim/adam.py
+    _init_group: zeros_like(p)): 8 bytes over torchtitan's fp32 FSDP2 shards, float8 runs
+    included (torchao float8 casts only the matmul inputs), 4 over bf16 parameters. NeMo
+    AutoModel's MoE parallelizer (nemo_automodel/components/moe/parallelizer.py apply_fsdp)
+    leaves the experts out of FSDP when EP spans the DP ranks and reduces in fp32
+    (MixedPrecisionPolicy reduce_dtype=torch.float32), so FSDP2 accumulates unsharded
+    gradients in fp32 (FSDPParam.to_accumulated_grad_if_needed).
+    """
+    if run.framework not in PYTORCH_FRAMEWORKS:
+        return {}
+    fields: dict[str, Any] = {"optimizer_state_bytes": 4.0 if run.bf16_parameters else 8.0}
+    if run.framework == "torchtitan":
+        fields["fsdp_torchtitan_units"] = True
+    if run.framework == "NeMo AutoModel":
+        fields |= {"fsdp_ignores_unsharded_experts": True, "fsdp_accumulated_grad_bytes": 4.0}
+    if run.local_batch is not None:  # one schedule per local batch, repeated GA times
+        fields["pipeline_schedule_microbatches"] = run.local_batch // run.micro_batch
+    if not run.loss_fp32:  # the fp32 figures (4 saved, 8 temporary per logit) in bf16
+        fields |= {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 4.0}
+    if run.loss_compiled:
+        fields |= COMPILED_LOSS
+    if run.loss_fused:
+        fields |= FUSED_LOSS
+    return fields
+
+
+FUSED_LOSS: Final = {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 2.0}
+"""A fused softmax cross-entropy kernel over bf16 logits: it saves the logits (2 bytes each),
+the per-token max-log-sum-exp and the labels, and its backward returns one logits-shaped
+gradient in their dtype (2 bytes each). Source: apex contrib xentropy SoftmaxCrossEntropyLoss
+(save_for_backward(logits, max_log_sum_exp, labels); xentropy_cuda.backward), the kernel
+flash-attn 1.0.9's losses.cross_entropy wraps (llm-foundry setup.py, modeling_mpt.py
+loss_fn fused_crossentropy)."""
+
+COMPILED_LOSS: Final = {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 2.0}
+"""A compiled cross-entropy over bf16 logits: a named assumption, not measured here. Inductor
+fuses the fp32 upcast, log-softmax and NLL into one kernel each way, and AOTAutograd's min-cut
+partitioner (torch/_functorch/partitioners.py min_cut_rematerialization_partition) saves the
+smallest set the backward can rebuild from: the bf16 logits (2 bytes each) and a per-token
+log-sum-exp; the backward writes the logits' gradient in bf16 (2 bytes each). Eager PyTorch
+keeps the fp32 log-softmax (4) and 8 bytes of fp32 gradients (measured, CR-4)."""
+
+
+def _dispatch_and_graphs(run: PublishedRun) -> dict[str, Any]:
+    """DeepEP's buffers where the run dispatches with DeepEP (HybridEP's are not modelled) and
+    the per-layer CUDA-graph scopes of a transformer_engine capture ("impl: scope, ...")."""
+    fields: dict[str, Any] = {}
+    if run.ep_dispatcher == "deepep":
+        fields["moe_dispatcher"] = "deepep"
+    impl, _, scopes = run.cuda_graphs.partition(":")
+    if impl.strip() == "transformer_engine":
+        fields["cuda_graph_modules"] = tuple(m.strip() for m in scopes.split(",") if m.strip())
+    return fields
+
+
 DEEPEP_SMS: Final = 20
 """SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
 Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2 (20 of the H800's 132 SMs)."""
@@ -216,6 +274,8 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         moe_imbalance=1.0 if run.balanced_routing else base.memory.moe_imbalance,
         activation_recipe=run.activation_recipe,
         **_te_fp8(run),
+        **_pytorch_memory(run),
+        **_dispatch_and_graphs(run),
     )
     comm = replace(
         base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
@@ -257,7 +317,8 @@ def scenario(run: PublishedRun) -> Scenario:
         zero=ZERO_OF_SHARDING[run.sharding],
         sequence_parallel=run.sequence_parallel, micro_batch_size=run.micro_batch,
         schedule=schedule, virtual_stages=run.virtual_stages,
-        offload_layers=run.offload_layers, **recipe,
+        offload_layers=run.offload_layers, first_stage_layers=run.first_stage_layers,
+        last_stage_layers=run.last_stage_layers, **recipe,
     )  # fmt: skip
     workload = TrainingWorkload(
         seq_len=run.seq_len,

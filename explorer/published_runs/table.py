@@ -38,9 +38,16 @@ PublishedPrecision = Literal[
 ]
 PER_TENSOR_FP8: Final = ("fp8-cs", "fp8-delayed", "fp8-tensorwise")
 """FP8 recipes with one scale per tensor: what the core's fp8-mixed policy times."""
-ZERO_OF_SHARDING: Final[dict[str, ZeroStage]] = {"ddp": 0, "distributed-optimizer": 1, "fsdp": 3}
+ZERO_OF_SHARDING: Final[dict[str, ZeroStage]] = {
+    "ddp": 0,
+    "distributed-optimizer": 1,
+    "fsdp-shard-grad-op": 2,
+    "fsdp": 3,
+}
 """Sharding as published to the core's ZeRO stage: Megatron's distributed optimizer shards the
-optimizer states and fp32 master weights over DP (ZeRO-1 as the core counts it); Megatron FSDP
+optimizer states and fp32 master weights over DP (ZeRO-1 as the core counts it); FSDP that
+shards optimizer states and gradients but keeps the weights gathered from the forward to the
+backward (PyTorch FSDP ShardingStrategy.SHARD_GRAD_OP) is ZeRO-2 at the peak; Megatron FSDP
 and PyTorch FSDP2 shard parameters, gradients and states (ZeRO-3)."""
 Metric = Literal["tokens_per_s_per_gpu", "tflops_per_s_per_gpu", "gpu_hours_per_token_average"]
 
@@ -88,11 +95,14 @@ class PublishedRun(BaseModel):
     schedule: Literal["1f1b", "interleaved", "dualpipe"] | None = None
     """None: interleaved when virtual_stages > 1, else 1F1B."""
     sequence_parallel: bool = True
-    sharding: Literal["ddp", "distributed-optimizer", "fsdp"]
+    sharding: Literal["ddp", "distributed-optimizer", "fsdp-shard-grad-op", "fsdp"]
     precision: PublishedPrecision
     seq_len: int = Field(gt=0)
     micro_batch: int = Field(gt=0)
     global_batch: int = Field(gt=0)
+    local_batch: int | None = Field(default=None, gt=0)
+    """Sequences one pipeline schedule run takes per DP rank where gradient accumulation
+    repeats it (NeMo AutoModel's LBS column; GA = global / (DP x local batch))."""
     grad_dtype: GradDType | None = None
     """Gradient buffer dtype where the recipe sets it (Megatron grad_reduce_in_fp32 False: bf16)."""
     recompute: Recompute = "none"
@@ -103,6 +113,20 @@ class PublishedRun(BaseModel):
     pipeline_layout: str = ""
     """Megatron's explicit --pipeline-model-parallel-layout, where the recipe sets one."""
     offload_layers: int = Field(default=0, ge=0)
+    first_stage_layers: int | None = Field(default=None, gt=0)
+    last_stage_layers: int | None = Field(default=None, gt=0)
+    """Blocks on the first / last pipeline stage where the recipe makes them uneven."""
+    bf16_parameters: bool = False
+    """True where the run stores its parameters in bf16 with no fp32 master copy (its Adam
+    states then in bf16 too): the core's bf16-pure policy."""
+    loss_fp32: bool = True
+    """False where the cross-entropy runs on the bf16 logits (no fp32 upcast)."""
+    loss_fused: bool = False
+    """True where the cross-entropy is one fused CUDA kernel over the bf16 logits (LLM Foundry's
+    default loss_fn fused_crossentropy: the xentropy extension of flash-attn 1.0.9)."""
+    loss_compiled: bool = False
+    """True where torch.compile compiles the cross-entropy (torchtitan with training.compile
+    from components/loss.py build_cross_entropy_loss; 9dec370 of 2024-12 left it eager)."""
     cuda_graphs: str = ""
     torch_compile: bool = False
     norm_type: str = ""

@@ -41,6 +41,7 @@ from explorer.mesh import (
 )
 from explorer.search.bounds import Bounds
 from explorer.search.floor import MemoryFloor
+from explorer.search.recipe import LayoutRecipe, UnprunedFloor, apply_recipe
 from explorer.search.rows import layouts_frame, rejected_frame, rejection_row
 from explorer.specs import ClusterSpec, ModelSpec, TrainingWorkload
 from explorer.units import GiB
@@ -85,6 +86,8 @@ class _Search:
     bounds: Bounds
     assumptions: EstimateAssumptions
     limit: float
+    recipe: LayoutRecipe | None = None
+    """The user's memory recipe, kept in every layout it applies to (``explorer.search.recipe``)."""
     queue: list[tuple[float, int, float, int, int, Any]] = field(default_factory=list)
     ranked: list[Estimate] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
@@ -131,7 +134,7 @@ class _Search:
 
     def evaluate(self, node: Candidate) -> None:
         """Memory first, then the full estimate: queue it as a row when it fits."""
-        p, layout = self.tree.problem, to_layout(node)
+        p, layout = self.tree.problem, apply_recipe(to_layout(node), self.recipe)
         try:
             memory = training_memory(
                 p.model, p.cluster.gpu, layout, p.workload, self.assumptions.memory,
@@ -219,11 +222,13 @@ def search(
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
     ranked: int | None = DEFAULT_RANKED,
     budget_s: float = SEARCH_BUDGET_S,
+    recipe: LayoutRecipe | None = None,
 ) -> SearchResult:
     """The ``ranked`` fastest layouts of ``model`` on ``num_gpus`` GPUs (None: every one).
 
     Raises ValueError (one sentence) for a bad GPU count, search space or ``ranked``, and when
-    the search passes ``budget_s`` seconds or its budget of queued nodes.
+    the search passes ``budget_s`` seconds or its budget of queued nodes. ``recipe``: the
+    user's memory recipe, kept in every layout it applies to (``explorer.search.recipe``).
     Source: module docstring (branch and bound over explorer.mesh; rows from
     explorer.estimate).
     """
@@ -231,18 +236,22 @@ def search(
     if ranked is not None and ranked < 1:
         raise ValueError(f"ranked must be at least 1 (or None for all), got {ranked}")
     gpus = cluster.world_size if num_gpus is None else num_gpus
-    problem = Problem(
-        model=model, cluster=cluster, workload=workload, num_gpus=gpus, space=space or SearchSpace()
-    )
+    space = space or SearchSpace()
+    if recipe is not None:  # a recipe that refines recompute fixes it
+        space = recipe.space(space)
+    problem = Problem(model=model, cluster=cluster, workload=workload, num_gpus=gpus, space=space)
     collecting = gc.isenabled()
     # The search builds many small acyclic objects: cyclic GC passes over them only cost time.
     # They are freed (by reference counting) before collection resumes, so none is owed later.
     gc.disable()
     try:
-        run = _searcher(problem, assumptions, float("inf") if ranked is None else ranked)
+        limit = float("inf") if ranked is None else ranked
+        run = _searcher(problem, assumptions, limit, recipe)
         run.run(budget_s)
         run.leftovers()
         rejected = rejected_frame(run.rejected)
+        if recipe is not None and recipe.moves_blocks:  # uneven stages can beat the even bound
+            run.ranked.sort(key=lambda e: e.step_time_s)
         layouts, estimates, estimated = layouts_frame(run.ranked), tuple(run.ranked), run.estimated
         del run
     finally:
@@ -260,10 +269,17 @@ def search(
     )
 
 
-def _searcher(problem: Problem, assumptions: EstimateAssumptions, limit: float) -> _Search:
-    """A search of ``problem`` with its bounds, floors and the memory rule at the ZeRO level."""
-    floor = MemoryFloor(problem, assumptions)
+def _searcher(
+    problem: Problem,
+    assumptions: EstimateAssumptions,
+    limit: float,
+    recipe: LayoutRecipe | None = None,
+) -> _Search:
+    """A search of ``problem`` with its bounds, floors and the memory rule at the ZeRO level
+    (floors that prune nothing under a recipe that can go below them)."""
+    unpruned = recipe is not None and recipe.below_floors
+    floor = (UnprunedFloor if unpruned else MemoryFloor)(problem, assumptions)
     bounds = Bounds(problem, assumptions, floor)
     rules = (("memory", floor.states_rule), ("memory", floor.layout_rule))
     tree = Tree(problem, {"zero": rules})
-    return _Search(tree, bounds, assumptions, limit)
+    return _Search(tree, bounds, assumptions, limit, recipe)

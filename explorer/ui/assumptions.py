@@ -134,6 +134,8 @@ def _knobs(workload: str) -> tuple[Knob, ...]:
     root, prefix = _defaults(workload)
     out = []
     for key, value, owner, name in _walk(root, prefix):
+        if isinstance(value, tuple):  # a list of names (CUDA-graph scopes): --assume only
+            continue
         doc = field_docs(owner).get(name, "")
         big = "_bytes" in name and isinstance(value, int | float) and value >= MiB
         kind, optional, options = _shape(owner, name)
