@@ -10,7 +10,16 @@ policy's gradient width (Megatron-LM reduces fp32 main grads), parameters at its
 from __future__ import annotations
 
 from explorer.comm.collectives import CollectiveKind
-from explorer.comm.step import BACKWARD, FORWARD, Collective, Phase, StageContext, Window, timed
+from explorer.comm.step import (
+    BACKWARD,
+    FORWARD,
+    Collective,
+    Overlap,
+    Phase,
+    StageContext,
+    Window,
+    timed,
+)
 from explorer.compute import PassTimes, StageWork
 
 
@@ -31,8 +40,11 @@ def _on(
 ) -> Collective:
     """One call on a data-parallel group; ``hiding`` is (window, unhideable share)."""
     window, floor = hiding
-    overlap = (ctx.assumptions.dp_overlap, window, floor)
-    return timed(ctx, "dp", group, kind, what, phase, size_bytes, 1, passes, overlap)
+    overlap = Overlap(share=ctx.assumptions.dp_overlap, window=window, floor=floor)
+    return timed(
+        ctx, axis="dp", group=group, kind=kind, what=what, phase=phase,
+        size_bytes=size_bytes, count=1, passes=passes, overlap=overlap,
+    )  # fmt: skip
 
 
 def _ddp(
@@ -70,7 +82,7 @@ def _zero3(
     the backward's gather and scatter share its compute."""
     floor = 1.0 / max(1, work.num_layers)
     weights, grads = params * ctx.policy.param_bytes, params * ctx.policy.grad_bytes
-    forward, half_backward = (FORWARD, floor), ((0.0, 0.5, 0.0), floor)
+    forward, half_backward = (FORWARD, floor), (Window(backward=0.5), floor)
     return [
         _on(ctx, group, "all-gather", f"{label} parameters", "forward", weights, passes,
             forward),
