@@ -30,6 +30,13 @@ from explorer.estimate import EstimateAssumptions
 from explorer.memory.activations import expert_load
 from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
+from explorer.search.reads import (
+    DP_COLLECTIVES,
+    MODEL_COLLECTIVES,
+    OPTIMIZER_STEP,
+    PASS_TIMES,
+    Shape,
+)
 from explorer.specs import Layout, ZeroStage
 
 GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
@@ -134,23 +141,23 @@ class Contexts:
     def whole_model(self) -> StageWork:
         return self.work(tuple(range(self.p.model.num_hidden_layers)), True, True)
 
-    def _layout(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Layout:
-        """``to_layout`` of ``c`` with this ZeRO stage, one virtual stage, and DualPipe's EP
-        overlap (as DualPipeV, which has it on any P) or 1F1B."""
-        return Layout(
+    def _shape(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Shape:
+        """``to_layout``'s fields for ``c`` with this ZeRO stage, one virtual stage, and
+        DualPipe's EP overlap (as DualPipeV, which has it on any P) or 1F1B."""
+        return Shape(
             dp=c.dp, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep or 1, etp=c.etp or 1, zero=zero,
             micro_batch_size=c.mbs or 1, recompute=c.recompute or "none",
-            schedule="dualpipev" if dualpipe else "1f1b",
+            schedule="dualpipev" if dualpipe else "1f1b", virtual_stages=1,
         )  # fmt: skip
 
     def _passes(self, c: Candidate, dualpipe: bool = False) -> PassTimes:
         """Whole-model pass times (cached): ZeRO and the schedule change no compute, except
         that DualPipe with EP runs it on the SMs its all-to-alls leave
         (ComputeAssumptions.comm_sm_share), which only lengthens it."""
-        key = (c.tp, c.cp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
+        shape = self._shape(c, 0, dualpipe)
+        key = PASS_TIMES.key(shape)  # what pass_times reads (explorer.search.reads)
         if key not in self._pass_cache:
-            layout = self._layout(c, 0, dualpipe)
-            self._pass_cache[key] = pass_times(self.whole_model, self.compute(layout))
+            self._pass_cache[key] = pass_times(self.whole_model, self.compute(shape.layout()))
         return self._pass_cache[key]
 
     def _windows(self, c: Candidate) -> PassTimes:
@@ -200,10 +207,10 @@ class Contexts:
         micro-batch, whether recompute is full (it adds backward calls; explorer.comm reads
         nothing else of the policy) and DualPipe (its EP overlap))."""
         full = c.recompute == "full"
-        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, full, dualpipe)
+        shape = self._shape(c._replace(recompute="full" if full else "none"), 0, dualpipe)
+        key = MODEL_COLLECTIVES.key(shape)  # what the calls read (explorer.search.reads)
         if key not in self._calls:
-            layout = self._layout(c._replace(recompute="full" if full else "none"), 0, dualpipe)
-            ctx, passes = self.comm(layout), self._passes(c)
+            ctx, passes = self.comm(shape.layout()), self._passes(c)
             found: tuple[Collective, ...]
             if dualpipe:  # DualPipe changes only the EP overlap: the TP and CP calls are shared
                 plain = self._model_calls(c, False)
@@ -238,9 +245,10 @@ class Contexts:
         degrees and ZeRO stage: neither ``dp_collectives``' calls nor ``optimizer_step_s``
         read the micro-batch size, recompute policy or schedule, only the pass times that
         ``Collective.exposed_for`` takes)."""
-        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, zero)
+        shape = self._shape(c, zero, False)
+        key = DP_COLLECTIVES.key(shape) + OPTIMIZER_STEP.key(shape)  # explorer.search.reads
         if key not in self._data_calls_cache:
-            layout = self._layout(c, zero, False)
+            layout = shape.layout()
             optimizer = optimizer_step_s(self.whole_model, self.compute(layout))
             found = dp_collectives(self.whole_model, self._passes(c), self.comm(layout))
             self._data_calls_cache[key] = (tuple(found), optimizer)

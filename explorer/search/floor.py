@@ -28,8 +28,10 @@ from explorer.memory.states import HeldParams, ModelStates, stage_model_states, 
 from explorer.memory.tensors import ActivationShape
 from explorer.memory.training import fixed_overheads
 from explorer.mesh import Candidate, Problem
+from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
+from explorer.search.reads import NCCL_BUFFERS
 from explorer.specs import V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
 
@@ -55,7 +57,7 @@ class MemoryFloor:
         self.policy = precision_policy(w.precision, w.grad_dtype)
         self.fixed = fixed_overheads(problem.cluster.gpu, assumptions.memory).total_bytes
         self.persistent_grads = framework_behaviour(assumptions.memory).persistent_grad_buffer
-        self._fixed_cache: dict[tuple[int, ...], float] = {}
+        self._fixed_cache: dict[tuple[object, ...], float] = {}
         self._held: dict[tuple[int, int, int, int, bool], HeldParams] = {}
         self._rank_cache: dict[tuple[int, ...], list[tuple[int, _Rank]]] = {}
         self._weight_cache: dict[tuple[object, ...], list[tuple[float, float]]] = {}
@@ -68,11 +70,11 @@ class MemoryFloor:
 
     def _states(self, held: HeldParams, c: Candidate, zero: int) -> ModelStates:
         """Model states of ``held`` parameters, fewest bytes any framework keeps (cached)."""
-        key = (held, c.dp * c.cp, c.tp // (c.etp or 1), c.ep, zero)
+        dims = MeshDims.of(c)
+        key = (held, zero, dims.dp_cp, dims.edp)  # the arguments of stage_model_states
         if key not in self._state_cache:
-            edp = c.dp * c.cp * c.tp // ((c.ep or 1) * (c.etp or 1))
             self._state_cache[key] = stage_model_states(
-                held, self.policy, zero, c.dp * c.cp, edp, keep_param_shard=False
+                held, self.policy, zero, dims.dp_cp, dims.edp, keep_param_shard=False
             )
         return self._state_cache[key]
 
@@ -105,12 +107,11 @@ class MemoryFloor:
     def _fixed(self, c: Candidate) -> float:
         """NCCL buffers, runtime and reserve: in every phase of every stage, bytes (cached per
         degrees; explorer.memory.setting.nccl_parts reads only those)."""
-        key = (c.tp, c.pp, c.cp, c.dp, c.ep or 1, c.etp or 1)
+        dims = MeshDims.of(c)
+        key = NCCL_BUFFERS.key(dims)  # what nccl_parts reads (explorer.search.reads)
         if key not in self._fixed_cache:
-            tp, pp, cp, dp, ep, etp = key
-            layout = Layout(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp)
-            edp = dp * cp * tp // (ep * etp)
-            buffers = nccl_parts(self.p.model, layout, self.a.memory, edp)
+            layout = Layout(**dims._asdict())
+            buffers = nccl_parts(self.p.model, layout, self.a.memory, dims.edp)
             self._fixed_cache[key] = self.fixed + sum(size for _, size in buffers)
         return self._fixed_cache[key]
 
