@@ -23,6 +23,10 @@ class _Degrees(Protocol):
     def pp(self) -> int: ...
     @property
     def cp(self) -> int: ...
+    @property
+    def ep(self) -> int | None: ...
+    @property
+    def etp(self) -> int | None: ...
 
 
 class MeshDims(NamedTuple):
@@ -38,8 +42,7 @@ class MeshDims(NamedTuple):
     @classmethod
     def of(cls, layout: _Degrees) -> MeshDims:
         """The degrees of a ``Layout`` or a ``Candidate`` (an open ep or etp counts as 1)."""
-        ep, etp = getattr(layout, "ep", None) or 1, getattr(layout, "etp", None) or 1
-        return cls(dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=ep, etp=etp)
+        return cls(layout.dp, layout.tp, layout.pp, layout.cp, layout.ep or 1, layout.etp or 1)
 
     @property
     def world(self) -> int:
@@ -70,12 +73,13 @@ class MeshDims(NamedTuple):
     def edp(self) -> int:
         """Expert data parallel: ranks holding the same routed experts, dp x cp x tp / (ep x
         etp). ValueError (one sentence) when ep x etp does not divide dp x cp x tp."""
-        if not self.experts_fold:
+        folded, group = self.dp * self.cp * self.tp, self.ep * self.etp
+        if folded % group:
             raise ValueError(
                 f"EP x ETP = {self.expert_group} must divide DP x CP x TP = {self.folded} "
                 "(Megatron-Core folds the experts into those ranks)"
             )
-        return self.folded // self.expert_group
+        return folded // group
 
     def dense_sizes(self) -> dict[str, int]:
         """Degree of each mesh axis in the dense layers (ep folded: size 1)."""

@@ -30,13 +30,7 @@ from explorer.estimate import EstimateAssumptions
 from explorer.memory.activations import expert_load
 from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
-from explorer.search.reads import (
-    DP_COLLECTIVES,
-    MODEL_COLLECTIVES,
-    OPTIMIZER_STEP,
-    PASS_TIMES,
-    Shape,
-)
+from explorer.search.reads import DATA_PARALLEL, MODEL_COLLECTIVES, PASS_TIMES, Shape
 from explorer.specs import Layout, ZeroStage
 
 GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
@@ -86,6 +80,7 @@ class Contexts:
         self._whole: dict[tuple[object, ...], Whole] = {}
         self._data: dict[tuple[object, ...], Data] = {}
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
+        self._pass_inputs: dict[tuple[Candidate, bool], PassTimes] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
         self._busy: dict[tuple[object, ...], float] = {}
@@ -154,11 +149,16 @@ class Contexts:
         """Whole-model pass times (cached): ZeRO and the schedule change no compute, except
         that DualPipe with EP runs it on the SMs its all-to-alls leave
         (ComputeAssumptions.comm_sm_share), which only lengthens it."""
-        shape = self._shape(c, 0, dualpipe)
-        key = PASS_TIMES.key(shape)  # what pass_times reads (explorer.search.reads)
-        if key not in self._pass_cache:
-            self._pass_cache[key] = pass_times(self.whole_model, self.compute(shape.layout()))
-        return self._pass_cache[key]
+        found = self._pass_inputs.get((c, dualpipe))  # memo on the whole input
+        if found is None:
+            shape = self._shape(c, 0, dualpipe)
+            key = PASS_TIMES.key(shape)  # what pass_times reads (explorer.search.reads)
+            found = self._pass_cache.get(key)
+            if found is None:
+                found = pass_times(self.whole_model, self.compute(shape.layout()))
+                self._pass_cache[key] = found
+            self._pass_inputs[c, dualpipe] = found
+        return found
 
     def _windows(self, c: Candidate) -> PassTimes:
         """The pass times collectives hide behind in every bound: the widest any schedule
@@ -246,7 +246,7 @@ class Contexts:
         read the micro-batch size, recompute policy or schedule, only the pass times that
         ``Collective.exposed_for`` takes)."""
         shape = self._shape(c, zero, False)
-        key = DP_COLLECTIVES.key(shape) + OPTIMIZER_STEP.key(shape)  # explorer.search.reads
+        key = DATA_PARALLEL.key(shape)  # what both read (explorer.search.reads)
         if key not in self._data_calls_cache:
             layout = shape.layout()
             optimizer = optimizer_step_s(self.whole_model, self.compute(layout))

@@ -31,7 +31,6 @@ from explorer.mesh import Candidate, Problem
 from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
-from explorer.search.reads import NCCL_BUFFERS
 from explorer.specs import V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
 
@@ -57,7 +56,7 @@ class MemoryFloor:
         self.policy = precision_policy(w.precision, w.grad_dtype)
         self.fixed = fixed_overheads(problem.cluster.gpu, assumptions.memory).total_bytes
         self.persistent_grads = framework_behaviour(assumptions.memory).persistent_grad_buffer
-        self._fixed_cache: dict[tuple[object, ...], float] = {}
+        self._fixed_cache: dict[MeshDims, float] = {}
         self._held: dict[tuple[int, int, int, int, bool], HeldParams] = {}
         self._rank_cache: dict[tuple[int, ...], list[tuple[int, _Rank]]] = {}
         self._weight_cache: dict[tuple[object, ...], list[tuple[float, float]]] = {}
@@ -107,13 +106,12 @@ class MemoryFloor:
     def _fixed(self, c: Candidate) -> float:
         """NCCL buffers, runtime and reserve: in every phase of every stage, bytes (cached per
         degrees; explorer.memory.setting.nccl_parts reads only those)."""
-        dims = MeshDims.of(c)
-        key = NCCL_BUFFERS.key(dims)  # what nccl_parts reads (explorer.search.reads)
-        if key not in self._fixed_cache:
+        dims = MeshDims.of(c)  # the whole input of the layout nccl_parts is given
+        if dims not in self._fixed_cache:
             layout = Layout(**dims._asdict())
             buffers = nccl_parts(self.p.model, layout, self.a.memory, dims.edp)
-            self._fixed_cache[key] = self.fixed + sum(size for _, size in buffers)
-        return self._fixed_cache[key]
+            self._fixed_cache[dims] = self.fixed + sum(size for _, size in buffers)
+        return self._fixed_cache[dims]
 
     def _states_floor(self, c: Candidate, dualpipe: bool, zero: ZeroStage) -> float:
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe, zero)

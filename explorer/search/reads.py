@@ -13,6 +13,7 @@ reading another field fails that test instead of silently making a bound wrong; 
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from explorer.compute.passes import all_to_alls_overlap
@@ -58,17 +59,24 @@ class Shape(NamedTuple):
         return Layout(**self._asdict())
 
 
-class View(NamedTuple):
+class View:
     """The fields of a ``Layout`` one function reads, and values it derives from others."""
 
-    fields: tuple[str, ...]
-    """``Layout`` fields read as they are."""
-    derived: tuple[Callable[[Any], object], ...] = ()
-    """Functions of the layout whose value is all the function reads of the fields they use."""
+    __slots__ = ("_get", "derived", "fields")
 
-    def key(self, layout: Any) -> tuple[object, ...]:
+    def __init__(
+        self, fields: tuple[str, ...], derived: tuple[Callable[[Any], object], ...] = ()
+    ) -> None:
+        self.fields = fields
+        """``Layout`` fields read as they are (two or more)."""
+        self.derived = derived
+        """Functions of the layout whose value is all the function reads of their fields."""
+        self._get = attrgetter(*fields)
+
+    def key(self, layout: Layout | Shape) -> tuple[object, ...]:
         """What the function sees of ``layout``: equal keys, equal results."""
-        return (*(getattr(layout, f) for f in self.fields), *(d(layout) for d in self.derived))
+        got: tuple[object, ...] = self._get(layout)
+        return (*got, *(d(layout) for d in self.derived)) if self.derived else got
 
 
 PASS_TIMES = View(
@@ -95,6 +103,17 @@ MODEL_COLLECTIVES = View(
 """``explorer.comm.inventory.model_collectives`` without the pipeline sends: TP, CP and EP
 calls per micro-batch (full recompute adds backward calls; DualPipe and DualPipeV hide the
 all-to-alls), given the pass times they hide behind."""
+
+
+def union(*views: View) -> View:
+    """One view that reads what every one of ``views`` reads (a key for a cache holding the
+    results of several functions)."""
+    fields = tuple(dict.fromkeys(f for v in views for f in v.fields))
+    return View(fields, tuple(dict.fromkeys(d for v in views for d in v.derived)))
+
+
+DATA_PARALLEL = union(DP_COLLECTIVES, OPTIMIZER_STEP)
+"""The data-parallel calls and the optimizer step, cached together."""
 
 VIEWS: dict[str, View] = {
     "pass_times": PASS_TIMES,
