@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
-from explorer.mesh.dims import MeshDims
 from explorer.specs import (
     RECOMPUTES,
     SCHEDULES,
@@ -174,9 +173,11 @@ def from_layout(layout: Layout) -> Candidate:
 
 def num_microbatches(problem: Problem, c: Candidate) -> int:
     """Micro-batches per step on each pipeline: global batch / (dp x micro-batch), floored."""
-    return MeshDims.of(c).microbatches(problem.workload.global_batch_size, c.mbs or 1)
+    return problem.workload.global_batch_size // (c.dp * (c.mbs or 1))  # MeshDims.microbatches
 
 
 def expert_data_parallel(c: Candidate) -> int:
     """Ranks holding the same experts: dp x cp x tp / (ep x etp) (Megatron-Core folding)."""
-    return MeshDims.of(c).folded // MeshDims.of(c).expert_group  # floored, as the rule checks
+    # MeshDims.edp's formula, floored (the ep-fold rule rejects what does not divide), inline:
+    # the search's memory floors call it per candidate
+    return c.dp * c.cp * c.tp // ((c.ep or 1) * (c.etp or 1))

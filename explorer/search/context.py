@@ -31,7 +31,7 @@ from explorer.memory.activations import expert_load
 from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
 from explorer.search.reads import DATA_PARALLEL, MODEL_COLLECTIVES, PASS_TIMES, Shape
-from explorer.specs import Layout, ZeroStage
+from explorer.specs import Layout, ScheduleName, ZeroStage
 
 GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
 """Process groups whose collectives a part runs (explorer.comm)."""
@@ -139,10 +139,11 @@ class Contexts:
     def _shape(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Shape:
         """``to_layout``'s fields for ``c`` with this ZeRO stage, one virtual stage, and
         DualPipe's EP overlap (as DualPipeV, which has it on any P) or 1F1B."""
+        schedule: ScheduleName = "dualpipev" if dualpipe else "1f1b"
+        # positional, in Shape's (Layout's) field order: a hot path
         return Shape(
-            dp=c.dp, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep or 1, etp=c.etp or 1, zero=zero,
-            micro_batch_size=c.mbs or 1, recompute=c.recompute or "none",
-            schedule="dualpipev" if dualpipe else "1f1b", virtual_stages=1,
+            c.dp, c.tp, c.pp, c.cp, c.ep or 1, c.etp or 1, zero, c.mbs or 1,
+            c.recompute or "none", schedule, 1,
         )  # fmt: skip
 
     def _passes(self, c: Candidate, dualpipe: bool = False) -> PassTimes:

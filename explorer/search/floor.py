@@ -27,7 +27,7 @@ from explorer.memory.setting import nccl_parts
 from explorer.memory.states import HeldParams, ModelStates, stage_model_states, stage_params
 from explorer.memory.tensors import ActivationShape
 from explorer.memory.training import fixed_overheads
-from explorer.mesh import Candidate, Problem
+from explorer.mesh import Candidate, Problem, expert_data_parallel
 from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
@@ -69,11 +69,11 @@ class MemoryFloor:
 
     def _states(self, held: HeldParams, c: Candidate, zero: int) -> ModelStates:
         """Model states of ``held`` parameters, fewest bytes any framework keeps (cached)."""
-        dims = MeshDims.of(c)
-        key = (held, zero, dims.dp_cp, dims.edp)  # the arguments of stage_model_states
+        dp_cp, edp = c.dp * c.cp, expert_data_parallel(c)
+        key = (held, zero, dp_cp, edp)  # the arguments of stage_model_states
         if key not in self._state_cache:
             self._state_cache[key] = stage_model_states(
-                held, self.policy, zero, dims.dp_cp, dims.edp, keep_param_shard=False
+                held, self.policy, zero, dp_cp, edp, keep_param_shard=False
             )
         return self._state_cache[key]
 

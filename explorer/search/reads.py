@@ -13,6 +13,7 @@ reading another field fails that test instead of silently making a bound wrong; 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -55,8 +56,14 @@ class Shape(NamedTuple):
     """On, as the search runs TP (``explorer.mesh.to_layout``)."""
 
     def layout(self) -> Layout:
-        """The ``Layout`` of these fields (the rest at their defaults)."""
-        return Layout(**self._asdict())
+        """The ``Layout`` of these fields (the rest at their defaults; cached: a ``Layout``
+        checks every field against explorer.limits as it is made)."""
+        return _layout_of(self)
+
+
+@lru_cache(maxsize=1 << 16)
+def _layout_of(shape: Shape) -> Layout:
+    return Layout(**shape._asdict())
 
 
 class View:
