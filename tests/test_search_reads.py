@@ -21,7 +21,7 @@ from explorer.mesh import Problem
 from explorer.mesh.dims import MeshDims
 from explorer.presets import load_cluster, load_model
 from explorer.search.context import Contexts
-from explorer.search.reads import SEARCHED, VIEWS, View
+from explorer.search.reads import GROUPS_READ, SEARCHED, VIEWS, placement_key
 from explorer.specs import Layout, TrainingWorkload
 
 BASE = Layout(dp=4, tp=2, pp=2, cp=2, ep=4, etp=1, zero=1, micro_batch_size=1,
@@ -65,6 +65,13 @@ def _result(name: str, ctx: Contexts, layout: Layout) -> object:
     return tuple(c for c in calls if c.phase in ("forward", "backward"))
 
 
+def _key(name: str, ctx: Contexts, layout: Layout) -> tuple[object, ...]:
+    """The view's key, completed by the placements of the groups it reads (by content)."""
+    groups = ctx.placements(layout)
+    placed = tuple(placement_key(groups[g]) for g in GROUPS_READ.get(name, ()))
+    return (VIEWS[name].key(layout), placed)
+
+
 def test_every_change_is_a_searched_field_and_every_view_reads_only_searched_fields():
     assert {f for change in CHANGES for f in change} == set(SEARCHED)
     assert all(set(v.fields) <= set(SEARCHED) | {"sequence_parallel"} for v in VIEWS.values())
@@ -72,12 +79,11 @@ def test_every_change_is_a_searched_field_and_every_view_reads_only_searched_fie
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_an_estimate_function_reads_nothing_outside_its_view(name, contexts):
-    view: View = VIEWS[name]
-    base = _result(name, contexts, BASE)
+    base, base_key = _result(name, contexts, BASE), _key(name, contexts, BASE)
     checked = 0
     for change in CHANGES:
         layout = dataclasses.replace(BASE, **change)
-        if view.key(layout) != view.key(BASE):
+        if _key(name, contexts, layout) != base_key:
             continue  # the view sees this change: the cache keeps it apart
         checked += 1
         assert _result(name, contexts, layout) == base, f"{name} reads {change} (not in its view)"
@@ -87,11 +93,11 @@ def test_an_estimate_function_reads_nothing_outside_its_view(name, contexts):
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_a_change_inside_a_view_changes_the_result(name, contexts):
     """The test above can fail: every view's key sees a change that moves its result."""
-    base = _result(name, contexts, BASE)
+    base, base_key = _result(name, contexts, BASE), _key(name, contexts, BASE)
     moved = [
         change
         for change in CHANGES
-        if VIEWS[name].key(dataclasses.replace(BASE, **change)) != VIEWS[name].key(BASE)
+        if _key(name, contexts, dataclasses.replace(BASE, **change)) != base_key
         and _result(name, contexts, dataclasses.replace(BASE, **change)) != base
     ]
     assert moved

@@ -30,7 +30,14 @@ from explorer.estimate import EstimateAssumptions
 from explorer.memory.activations import expert_load
 from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
-from explorer.search.reads import DATA_PARALLEL, MODEL_COLLECTIVES, PASS_TIMES, Shape
+from explorer.search.reads import (
+    DATA_PARALLEL,
+    MODEL_COLLECTIVES,
+    MODEL_GROUPS,
+    PASS_TIMES,
+    Shape,
+    placement_key,
+)
 from explorer.specs import Layout, ScheduleName, ZeroStage
 
 GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
@@ -81,6 +88,7 @@ class Contexts:
         self._data: dict[tuple[object, ...], Data] = {}
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
         self._pass_inputs: dict[tuple[Candidate, bool], PassTimes] = {}
+        self._contents: dict[GroupPlacement, tuple[object, ...]] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
         self._busy: dict[tuple[object, ...], float] = {}
@@ -103,12 +111,21 @@ class Contexts:
             dropout=self.a.memory.dropout,
         )
 
-    def placements(self, layout: Layout) -> dict[str, GroupPlacement]:
-        """Placement of every group a part uses, cached per degrees."""
+    def placements(self, layout: Layout | Shape) -> dict[str, GroupPlacement]:
+        """Placement of every group a part uses, cached per degrees (all that place_group
+        reads of a searched layout; mesh_order stays at its default)."""
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
         if key not in self._groups:
-            self._groups[key] = {g: place_group(g, self.p.cluster, layout) for g in GROUPS}
+            real = layout.layout() if isinstance(layout, Shape) else layout
+            self._groups[key] = {g: place_group(g, self.p.cluster, real) for g in GROUPS}
         return self._groups[key]
+
+    def _placed(self, placement: GroupPlacement) -> tuple[object, ...]:
+        """``placement_key`` of a placement (cached per placement object)."""
+        found = self._contents.get(placement)
+        if found is None:
+            found = self._contents[placement] = placement_key(placement)
+        return found
 
     def comm(self, layout: Layout) -> StageContext:
         """The communication context of ``layout`` (explorer.estimate.stages.stage_context)."""
@@ -209,7 +226,10 @@ class Contexts:
         nothing else of the policy) and DualPipe (its EP overlap))."""
         full = c.recompute == "full"
         shape = self._shape(c._replace(recompute="full" if full else "none"), 0, dualpipe)
-        key = MODEL_COLLECTIVES.key(shape)  # what the calls read (explorer.search.reads)
+        groups = self.placements(shape)
+        # what the calls read (explorer.search.reads): shared by meshes that differ only in
+        # dp and pp where those leave the TP, CP and EP groups placed alike
+        key = (MODEL_COLLECTIVES.key(shape), *(self._placed(groups[g]) for g in MODEL_GROUPS))
         if key not in self._calls:
             ctx, passes = self.comm(shape.layout()), self._passes(c)
             found: tuple[Collective, ...]

@@ -12,11 +12,13 @@ reading another field fails that test instead of silently making a bound wrong; 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import lru_cache
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+from explorer.comm.topology import GroupPlacement
 from explorer.compute.passes import all_to_alls_overlap
 from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
 
@@ -103,13 +105,30 @@ DP_COLLECTIVES = View(("dp", "tp", "pp", "cp", "ep", "etp", "zero"))
 """``explorer.comm.data_parallel.dp_collectives`` (with the placements of the degrees): what
 a data-parallel group reduces and gathers, given the pass times it hides behind."""
 
+MODEL_GROUPS = ("tp", "cp", "ep", "etp")
+"""The process groups whose placements the TP, CP and EP calls read."""
+
 MODEL_COLLECTIVES = View(
-    ("dp", "tp", "pp", "cp", "ep", "etp", "sequence_parallel", "micro_batch_size"),
+    ("tp", "cp", "ep", "etp", "sequence_parallel", "micro_batch_size"),
     (_full_recompute, _dualpipe_overlap),
 )
 """``explorer.comm.inventory.model_collectives`` without the pipeline sends: TP, CP and EP
 calls per micro-batch (full recompute adds backward calls; DualPipe and DualPipeV hide the
-all-to-alls), given the pass times they hide behind."""
+all-to-alls), given the pass times they hide behind and the placements of ``MODEL_GROUPS``
+(``placement_key``): dp and pp reach them only through where those groups sit."""
+
+_PLACEMENT = attrgetter(*(f.name for f in dataclasses.fields(GroupPlacement)))
+
+
+def placement_key(placement: GroupPlacement) -> tuple[object, ...]:
+    """A placement's whole content (every field: a collective's time reads nothing else of
+    it); equal for the same group placed alike under other degrees."""
+    found: tuple[object, ...] = _PLACEMENT(placement)
+    return found
+
+
+GROUPS_READ: dict[str, tuple[str, ...]] = {"model_collectives": MODEL_GROUPS}
+"""Per function whose view leaves out degrees: the groups whose placements complete its key."""
 
 
 def union(*views: View) -> View:
