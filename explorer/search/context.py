@@ -89,6 +89,7 @@ class Contexts:
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
         self._pass_inputs: dict[tuple[Candidate, bool], PassTimes] = {}
         self._contents: dict[GroupPlacement, tuple[object, ...]] = {}
+        self._exposure: dict[tuple[int, int], tuple[float, float]] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
         self._busy: dict[tuple[object, ...], float] = {}
@@ -192,16 +193,27 @@ class Contexts:
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
         if key not in self._whole:
             passes, windows = self._passes(c), self._windows(c)
-            model = expert = 0.0
-            for call in self._model_calls(c, dualpipe):
-                if call.axis == "ep":
-                    expert += call.exposed_for(windows)
-                else:
-                    model += call.exposed_for(windows)
+            model, expert = self._exposed(self._model_calls(c, dualpipe), windows)
             self._whole[key] = Whole(
                 compute_s=passes.forward_s + passes.backward_s, model_s=model, expert_s=expert
             )
         return self._whole[key]
+
+    def _exposed(self, calls: tuple[Collective, ...], windows: PassTimes) -> tuple[float, float]:
+        """Exposed seconds of ``calls`` behind ``windows``: (not EP, EP). A pure function of
+        its two inputs, memoised by their identity: both live in this object's caches for its
+        lifetime, and meshes that share a timing share them."""
+        key = (id(calls), id(windows))
+        found = self._exposure.get(key)
+        if found is None:
+            model = expert = 0.0
+            for call in calls:
+                if call.axis == "ep":
+                    expert += call.exposed_for(windows)
+                else:
+                    model += call.exposed_for(windows)
+            found = self._exposure[key] = (model, expert)
+        return found
 
     def busy_floor(self, c: Candidate, dualpipe: bool) -> float:
         """Lower bound on compute plus exposed TP, CP and EP seconds per micro-batch of a
@@ -216,8 +228,8 @@ class Contexts:
         if key not in self._busy:
             passes, windows = self._passes(c), self._windows(c)
             calls = self._model_calls(c._replace(recompute="none"), dualpipe)
-            exposed = sum(call.exposed_for(windows) for call in calls)
-            self._busy[key] = passes.forward_s + passes.backward_s + exposed
+            model, expert = self._exposed(calls, windows)
+            self._busy[key] = passes.forward_s + passes.backward_s + model + expert
         return self._busy[key]
 
     def _model_calls(self, c: Candidate, dualpipe: bool) -> tuple[Collective, ...]:
