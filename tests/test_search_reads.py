@@ -17,8 +17,10 @@ from explorer.comm.inventory import model_collectives
 from explorer.compute import optimizer_step_s, pass_times
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
 from explorer.memory.setting import nccl_parts
+from explorer.memory.states import stage_params
 from explorer.mesh import Problem
 from explorer.mesh.dims import MeshDims
+from explorer.partition import pipeline_plan
 from explorer.presets import load_cluster, load_model
 from explorer.search.context import Contexts
 from explorer.search.reads import GROUPS_READ, SEARCHED, VIEWS, placement_key
@@ -59,6 +61,9 @@ def _result(name: str, ctx: Contexts, layout: Layout) -> object:
     if name == "nccl_parts":
         edp = MeshDims.of(layout).edp
         return nccl_parts(ctx.p.model, layout, ctx.a.memory, edp)
+    if name == "stage_params":  # for the same plan: the view leaves pp and schedules to it
+        plan = pipeline_plan(ctx.p.model, BASE)[0]
+        return stage_params(ctx.p.model, layout, plan)
     if name == "dp_collectives":
         return tuple(dp_collectives(work, base_passes, ctx.comm(layout)))
     calls = model_collectives(work, base_passes, ctx.comm(layout), pp=False)

@@ -31,6 +31,7 @@ from explorer.mesh import Candidate, Problem, expert_data_parallel
 from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
+from explorer.search.reads import STAGE_PARAMS
 from explorer.specs import V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
 
@@ -64,6 +65,7 @@ class MemoryFloor:
         self._fits: dict[tuple[object, ...], int] = {}
         self._state_cache: dict[tuple[object, ...], ModelStates] = {}
         self._floors: dict[tuple[object, ...], float] = {}
+        self._params: dict[tuple[object, ...], HeldParams] = {}
         self._plan_cache: dict[tuple[object, ...], list[tuple[StagePlan, HeldParams]]] = {}
         self._states_ok: dict[tuple[object, ...], tuple[ZeroStage, ...]] = {}
 
@@ -82,13 +84,18 @@ class MemoryFloor:
         (all that ``stage_params`` reads of a plan)."""
         key = (layout.tp, layout.pp, layout.ep, layout.etp, layout.virtual_stages, layout.schedule)
         if key not in self._plan_cache:
-            held: dict[tuple[int, int, bool, bool, int, bool], HeldParams] = {}
             plans = pipeline_plan(self.p.model, layout)
-            for plan in plans:
-                if plan.contents not in held:
-                    held[plan.contents] = stage_params(self.p.model, layout, plan)
-            self._plan_cache[key] = [(plan, held[plan.contents]) for plan in plans]
+            self._plan_cache[key] = [(plan, self._stage_params(layout, plan)) for plan in plans]
         return self._plan_cache[key]
+
+    def _stage_params(self, layout: Layout, plan: StagePlan) -> HeldParams:
+        """``stage_params``, cached on what it reads (explorer.search.reads): shared by every
+        pipeline depth and schedule that gives a rank the same contents."""
+        key = (STAGE_PARAMS.key(layout), plan.contents)
+        found = self._params.get(key)
+        if found is None:
+            found = self._params[key] = stage_params(self.p.model, layout, plan)
+        return found
 
     def _mean_held(self, c: Candidate, dualpipe: bool) -> HeldParams:
         """Parameters per GPU averaged over the pipeline ranks: the same for any split, twice

@@ -98,6 +98,10 @@ micro-batch, the recompute policy, and whether EP all-to-alls hold SMs beside th
 OPTIMIZER_STEP = View(("dp", "tp", "cp", "ep", "etp", "zero"))
 """``explorer.compute.optimizer_step_s``: the parameters a GPU updates."""
 
+STAGE_PARAMS = View(("tp", "ep", "etp"))
+"""``explorer.memory.states.stage_params``, given the plan's ``StagePlan.contents``: how the
+blocks' weights split (pp, the schedule and virtual stages reach it only through the plan)."""
+
 NCCL_BUFFERS = View(("dp", "tp", "pp", "cp", "ep", "etp"))
 """``explorer.memory.setting.nccl_parts``: the communicators a GPU belongs to."""
 
@@ -145,6 +149,7 @@ VIEWS: dict[str, View] = {
     "pass_times": PASS_TIMES,
     "optimizer_step_s": OPTIMIZER_STEP,
     "nccl_parts": NCCL_BUFFERS,
+    "stage_params": STAGE_PARAMS,
     "dp_collectives": DP_COLLECTIVES,
     "model_collectives": MODEL_COLLECTIVES,
 }
