@@ -40,10 +40,12 @@ CHANGES: tuple[dict[str, object], ...] = (
 """One searched field (or a schedule with its virtual stages) changed at a time."""
 
 
-@pytest.fixture(scope="module")
-def contexts() -> Contexts:
+@pytest.fixture(scope="module", params=["mixtral-8x7b", "deepseek-v3"])
+def contexts(request) -> Contexts:
+    """Two MoE models: Mixtral (GQA, tied nothing) and DeepSeek-V3 (MLA, dense first blocks,
+    multi-token prediction)."""
     problem = Problem(
-        model=load_model("mixtral-8x7b"),
+        model=load_model(request.param),
         cluster=load_cluster("hgx-h100", 16),
         workload=TrainingWorkload(seq_len=4096, global_batch_size=64),
         num_gpus=32,
