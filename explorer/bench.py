@@ -13,6 +13,10 @@ they considered per second. Cases:
 - training memory of Llama 3.1 70B and DeepSeek-V3;
 - a serving plan of DeepSeek-V3 (FP8) on 16 H200s (every layout, the frontier over its loads)
   and the same with ``serve --frontier``'s wider sweep and two-batch overlap on and off.
+
+A search's time is also given as a ratio to a numpy stand-in timed in the same run
+(``standin_s``): the machine's speed at array work on as many layouts, so figures from a shared,
+noisy machine compare across runs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from explorer.estimate import estimate
 from explorer.memory import training_memory
@@ -134,6 +140,26 @@ CASES: dict[str, tuple[Callable[[], int], int]] = {
 """Name -> (case, default repeats)."""
 
 
+STANDIN_REPEAT = 5
+
+
+def standin_s(layouts: int) -> float:
+    """Best of ``STANDIN_REPEAT`` wall times of a numpy stand-in over ``layouts`` layouts, s:
+    per layout, a step time from its degrees (a compute term over tp x pp x dp, a bubble
+    (pp - 1) / m and a ring all-reduce term 2 (dp - 1) / dp), the minimum taken. A yardstick of
+    the machine's array speed, not a model: it reads no preset."""
+    rng = np.random.default_rng(0)
+    tp, pp, dp = (2.0 ** rng.integers(0, 5, layouts) for _ in range(3))
+    m = 2.0 ** rng.integers(3, 9, layouts)
+    best = float("inf")
+    for _ in range(STANDIN_REPEAT):
+        start = time.perf_counter()
+        step = 1.0 / (tp * pp * dp) * (1 + (pp - 1) / m) + 2 * (dp - 1) / dp * 1e-3 / tp
+        float(step.min())
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def pin_one_core() -> str:
     """Pin this process to one CPU core where the platform allows it; say which."""
     if not hasattr(os, "sched_setaffinity"):
@@ -151,6 +177,15 @@ def render(timings: list[Timing], pinned: str) -> str:
         lines.append(
             f"{t.name:<42} {t.first_s * 1e3:>8.1f}ms {t.best_s * 1e3:>8.1f}ms {t.runs:>3} "
             f"{rate:>12}" + (f"  ({t.layouts:,} layouts)" if t.layouts else "")
+        )
+    searches = [t for t in timings if t.layouts]
+    if searches:
+        lines += ["", "ratio to the numpy stand-in over as many layouts (same run):"]
+    for t in searches:
+        yardstick = standin_s(t.layouts)
+        lines.append(
+            f"{t.name:<42} stand-in {yardstick * 1e3:.2f}ms: first {t.first_s / yardstick:,.0f}x,"
+            f" best {t.best_s / yardstick:,.0f}x, first/best {t.first_s / t.best_s:.2f}"
         )
     return "\n".join(lines)
 

@@ -19,6 +19,14 @@ settings.load_profile("explorer")
 
 # Browser fixtures (Playwright with Debian's chromium) go below this line.
 
+TIMEOUT_MS = 60_000
+"""The browser tests' one timeout: every wait, click, navigation and ``expect`` is bounded by
+it (a first estimate on a busy machine takes seconds; Playwright's own default is 30 s). Every
+wait is on a DOM condition; nothing sleeps."""
+SEARCH_TIMEOUT_MS = 180_000
+"""For the waits that cover a mesh search or a scaling sweep (seconds to tens of seconds on a
+loaded machine); passed explicitly where a test waits for one."""
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -39,3 +47,15 @@ def browser_type_launch_args(browser_type_launch_args):
             pytest.fail(f"{message}; CI must run the browser tests")
         pytest.skip(message)
     return {**browser_type_launch_args, "executable_path": executable, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture
+def page(page):
+    """pytest-playwright's page with ``TIMEOUT_MS`` as the default of every action and
+    navigation, and of ``expect``."""
+    from playwright.sync_api import expect
+
+    page.set_default_timeout(TIMEOUT_MS)
+    page.set_default_navigation_timeout(TIMEOUT_MS)
+    expect.set_options(timeout=TIMEOUT_MS)
+    return page

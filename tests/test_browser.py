@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import SEARCH_TIMEOUT_MS, TIMEOUT_MS
 from playwright.sync_api import Page, expect
 
 from explorer.ui.bench_browser import served
@@ -21,8 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 DEEPSEEK = "DeepSeek-V3 671B MoE · 2048 H800"
 PEAK_TEXT = ".st-key-memory_chart .annotation-text"
-TIMEOUT_MS = 60_000
-SEARCH_TIMEOUT_MS = 180_000
 MAIN = "[data-testid=stMainBlockContainer]"
 
 pytestmark = pytest.mark.browser
@@ -131,16 +130,19 @@ def test_picking_a_ranked_mesh_makes_it_the_current_layout(page: Page, app_url: 
     table = page.locator(".st-key-meshes_table")
     expect(table).to_be_visible(timeout=SEARCH_TIMEOUT_MS)
     _settled(page)
-    tp_before = page.get_by_role("spinbutton", name="TP", exact=True).input_value()
-    box = table.locator("canvas").first.bounding_box()
-    assert box is not None
-    page.mouse.click(box["x"] + 16, box["y"] + 54)  # row 1's selection checkbox
-    page.wait_for_function(
-        f"document.querySelector('{MAIN}') && location.search.includes('tp=')",
-        timeout=TIMEOUT_MS,
-    )
+    # The grid draws on a canvas; its accessible table names every cell glide-cell-COL-ROW,
+    # COL its header's aria-colindex (rank is 1). Focus row 1's rank cell and select its row
+    # with the grid's own key binding (Shift+Space): no pixel offsets.
+    header = table.get_by_role("columnheader", name="TP", exact=True, include_hidden=True)
+    column = int(header.get_attribute("aria-colindex") or 0)
+    assert table.locator("#glide-cell-1-0").text_content() == "1"  # rank 1
+    tp_row = table.locator(f"#glide-cell-{column}-0").text_content()
+    table.locator("#glide-cell-1-0").focus()
+    page.keyboard.press("Shift+Space")
+    page.wait_for_function(f"document.querySelector('{MAIN}') && location.search.includes('tp=')")
     _settled(page)
-    assert page.get_by_role("spinbutton", name="TP", exact=True).input_value() != tp_before
+    assert page.get_by_role("spinbutton", name="TP", exact=True).input_value() == tp_row
+    assert f"tp={tp_row}" in page.url
     _shot(page, "meshes-row-picked")
     page.goto(f"{app_url}/memory?{page.url.split('?', 1)[1]}")
     _page_drawn(page)

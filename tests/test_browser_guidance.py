@@ -1,17 +1,16 @@
 """In headless Chromium: the reserve turns the verdict amber, and a layout that does not fit
 gets a fix that one click applies (the sidebar and the link follow).
 
-Timeout policy: every wait is on a DOM condition, bounded by TIMEOUT_MS (a first estimate on a
-busy machine takes seconds); nothing sleeps.
+Timeout policy: tests/conftest.py (TIMEOUT_MS for every wait, click and expect).
 """
 
 from __future__ import annotations
 
 import pytest
+from conftest import TIMEOUT_MS
 from playwright.sync_api import Page, expect
 from test_browser import MAIN, _settled, app_url  # noqa: F401  (app_url is a fixture)
 
-TIMEOUT_MS = 60_000
 TOO_BIG = "tp=8&pp=1&dp=8&zero=0&mbs=2&recompute=none"
 """Llama 3.1 70B on the default 64 H100s without ZeRO (tests/test_fixes.py says why)."""
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from pdf_text import pdf_outline, pdf_pages
 
 from explorer.cli import main
 from explorer.report import load_report_json, pdf_available
@@ -79,8 +80,12 @@ def test_the_pdf_report_is_a_pdf(capsys, tmp_path):
     if not pdf_available() and not os.environ.get("CI"):
         pytest.skip("WeasyPrint's system libraries are missing here (and CI is not set)")
     result, data = run_report(capsys, tmp_path, "pdf", *LAYOUT)
-    assert data.startswith(b"%PDF")
+    assert data.startswith(b"%PDF-")
     assert result["bytes"] == len(data)
+    outline = pdf_outline(data)  # the title, then one bookmark per section
+    assert outline[0].startswith("Llama 3.1 8B training on 8 ")
+    assert {"Summary", "Memory per GPU", "Pipeline schedule"} <= set(outline)
+    assert pdf_pages(data) > 1
 
 
 def test_the_format_follows_the_file_suffix(capsys, tmp_path):

@@ -151,9 +151,31 @@ def est():
     return estimate(MODEL, CLUSTER, LAYOUT, WORKLOAD)
 
 
-def test_step_is_the_pipeline_plus_the_slowest_tail(est) -> None:
-    assert est.step_time_s == pytest.approx(est.pipeline.makespan_s + est.tail_s, rel=REL)
-    assert est.tail_s > 0  # optimizer step at least
+def test_the_1f1b_step_is_narayanans_bottleneck_form_plus_the_slowest_stages_tail(est) -> None:
+    """Worked from the stages alone: M = 256 / (dp 8 x micro-batch 1) = 32 micro-batches; 1F1B
+    takes M C_max + (sum C - C_max) for stage cycles C (Narayanan et al. 2021,
+    arXiv:2104.04473, sec. 2.2, the ramp generalised to unequal stages), then the slowest
+    stage's exposed per-step communication and optimizer step."""
+    cycles = [s.cycle_s for s in est.stages]
+    assert est.microbatches == 32
+    makespan = 32 * max(cycles) + sum(cycles) - max(cycles)
+    tail = max(s.step_comm_s + s.optimizer_s for s in est.stages)
+    assert est.step_time_s == pytest.approx(makespan + tail, rel=REL)
+    assert min(s.optimizer_s for s in est.stages) > 0
+
+
+def test_a_dualpipe_ranks_tail_adds_its_two_stages() -> None:
+    """Under DualPipe rank r holds stages r and P - 1 - r (DeepSeek-V3 report,
+    arXiv:2412.19437, sec. 3.2.1), so the slowest tail is the largest pair's sum: with the
+    embedding on stage 0 and the head on stage P - 1, both ends' tails land on rank 0, longer
+    than any single stage's."""
+    layout = Layout(tp=4, pp=4, dp=8, zero=1, schedule="dualpipe")
+    e = estimate(MODEL, CLUSTER, layout, WORKLOAD)
+    tails = [s.step_comm_s + s.optimizer_s for s in e.stages]
+    pairs = [tails[r] + tails[3 - r] for r in range(4)]
+    assert e.tail_s == pytest.approx(max(pairs), rel=REL)
+    assert e.tail_s > max(tails) * 1.5  # two stages' tails, not one
+    assert e.step_time_s == pytest.approx(e.pipeline.makespan_s + max(pairs), rel=REL)
 
 
 def test_throughput_and_utilisation_are_consistent(est) -> None:

@@ -56,7 +56,8 @@ def problem(model=DENSE, gpus=64, seq=4096, gbs=512, **space) -> Problem:
 
 def full(tp=1, pp=1, cp=1, dp=64, ep=1, etp=1, mbs=1, schedule="1f1b", virtual=1, zero=1,
          recompute="none") -> Candidate:  # fmt: skip
-    return Candidate(tp, pp, cp, dp, ep, etp, mbs, schedule, virtual, zero, recompute)
+    return Candidate(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, zero=zero, mbs=mbs,
+                     recompute=recompute, schedule=schedule, virtual=virtual)  # fmt: skip
 
 
 def test_divisors_are_sorted_and_complete():

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import dataclasses
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path

@@ -6,6 +6,7 @@ is skipped only where WeasyPrint's system libraries are missing and CI is not se
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from pdf_text import pdf_images, pdf_outline, pdf_pages
 
 from explorer.counting import active_param_counts, param_counts
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, estimate
@@ -30,6 +32,7 @@ from explorer.report import (
     report_pdf,
 )
 from explorer.report.assumptions import assumption_rows, split_source, with_overrides
+from explorer.report.pdf import NO_CHARTS
 from explorer.report.tables import Table, display_frame, format_cell
 from explorer.scenario import (
     DEEPSEEK_V3,
@@ -448,9 +451,25 @@ def _pdf_or_skip() -> None:
         pytest.skip("WeasyPrint's system libraries are missing here (and CI is not set)")
 
 
-def test_the_pdf_report_is_a_pdf(report):
+def _headings(page: str) -> list[str]:
+    """The text of every h1-h6 of an HTML page, in order."""
+    found = re.findall(r"<h[1-6][^>]*>(.*?)</h[1-6]>", page, re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", "", h)).strip() for h in found]
+
+
+def test_the_pdf_report_has_the_reports_title_sections_and_pages(report):
+    """Read back: one bookmark per heading of the HTML report in its order, then the
+    document's title (its information dictionary), on more than one page, and no image where
+    no chart was given."""
     _pdf_or_skip()
-    assert report_pdf(report).startswith(b"%PDF")
+    data = report_pdf(report)
+    assert data.startswith(b"%PDF-")
+    outline = pdf_outline(data)
+    assert outline == [*_headings(report_html(report, missing_note=NO_CHARTS)), report.title]
+    assert outline[0] == report.title  # the h1
+    assert {"Memory per GPU", "Pipeline schedule", "Communication"} <= set(outline)
+    assert pdf_pages(data) > 1
+    assert pdf_images(data) == 0
 
 
 def test_the_pdf_report_takes_png_charts(report):
@@ -460,7 +479,8 @@ def test_the_pdf_report_takes_png_charts(report):
         "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
     )
     with_charts = report_pdf(report, dict.fromkeys(report.figure_names, png))
-    assert with_charts.startswith(b"%PDF")
+    assert pdf_images(with_charts) > 0  # the PNGs are in it (one XObject per distinct image)
+    assert pdf_outline(with_charts)[:-1] == _headings(report_html(report, {}))
 
 
 def test_a_missing_pdf_library_is_a_sentence_the_app_can_show(monkeypatch, report):

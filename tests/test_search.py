@@ -350,7 +350,8 @@ def test_megatron_table1_layouts_are_valid_and_rank_near_the_top(row):
     workload = TrainingWorkload(seq_len=2048, global_batch_size=batch)
     model = gpt(h, layers, heads)
     p = Problem(model=model, cluster=cluster, workload=workload, num_gpus=gpus)
-    published = Candidate(tp, pp, 1, gpus // (tp * pp), 1, 1, 1, "1f1b", 1, 0, "full")
+    published = Candidate(dp=gpus // (tp * pp), tp=tp, pp=pp, cp=1, ep=1, etp=1, zero=0, mbs=1,
+                          recompute="full", schedule="1f1b", virtual=1)  # fmt: skip
     assert check(p, published) == []
     best = search(model, cluster, workload, space=MEGATRON_2021, ranked=1)
     own = dataclasses.replace(MEGATRON_2021, tp_values=(tp,), pp_values=(pp,))

@@ -35,11 +35,14 @@ def ring_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> l
     """
     rerun = 1 if ctx.layout.recompute == "full" else 0
     hops = (ctx.layout.cp - 1) * work.num_layers
-    windows: tuple[Window, Window] = ((0.0, 0.0, 1.0), (0.0, 0.0, 2.0 + rerun))  # attention
+    windows = (Window(attention=1.0), Window(attention=2.0 + rerun))  # the attention core
     what = ("K and V", "K, V and their gradients")
     counts = (hops, hops * (2 + rerun))
     share, size = ctx.assumptions.cp_overlap, _kv_bytes(ctx)
-    return both_ways(ctx, "cp", "point-to-point", what, size, counts, passes, windows, share)
+    return both_ways(
+        ctx, axis="cp", kind="point-to-point", what=what, size_bytes=size, counts=counts,
+        passes=passes, windows=windows, share=share,
+    )  # fmt: skip
 
 
 def gather_collectives(work: StageWork, ctx: StageContext) -> list[Collective]:
@@ -50,9 +53,13 @@ def gather_collectives(work: StageWork, ctx: StageContext) -> list[Collective]:
     size, layers = _kv_bytes(ctx) * ctx.layout.cp, work.num_layers
     rerun = 1 if ctx.layout.recompute == "full" else 0
     gathers = both_ways(
-        ctx, "cp", "all-gather", ("K and V", "K and V (recompute)"), size, (layers, layers * rerun)
-    )
-    scatters = both_ways(ctx, "cp", "reduce-scatter", ("", "K and V gradients"), size, (0, layers))
+        ctx, axis="cp", kind="all-gather", what=("K and V", "K and V (recompute)"),
+        size_bytes=size, counts=(layers, layers * rerun),
+    )  # fmt: skip
+    scatters = both_ways(
+        ctx, axis="cp", kind="reduce-scatter", what=("", "K and V gradients"), size_bytes=size,
+        counts=(0, layers),
+    )  # fmt: skip
     return gathers + scatters
 
 
@@ -66,7 +73,10 @@ def ulysses_collectives(work: StageWork, ctx: StageContext) -> list[Collective]:
     rerun = 1 if ctx.layout.recompute == "full" else 0
     layers = work.num_layers
     what = ("q, k, v and output", "their gradients")
-    return both_ways(ctx, "cp", "all-to-all", what, size, (layers, layers * (1 + rerun)))
+    return both_ways(
+        ctx, axis="cp", kind="all-to-all", what=what, size_bytes=size,
+        counts=(layers, layers * (1 + rerun)),
+    )  # fmt: skip
 
 
 def cp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:

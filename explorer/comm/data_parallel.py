@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from explorer.comm.collectives import CollectiveKind
-from explorer.comm.step import BACKWARD, FORWARD, Collective, Phase, StageContext, Window, timed
+from explorer.comm.step import (
+    BACKWARD,
+    FORWARD,
+    Collective,
+    Overlap,
+    Phase,
+    StageContext,
+    Window,
+    timed,
+)
 from explorer.compute import PassTimes, StageWork
 
 
@@ -34,8 +43,11 @@ def _on(
     """One call on a data-parallel group; ``hiding`` is (window, unhideable share). The part
     it hides costs compute time: ``contention_per_hidden_s`` of each second hidden."""
     window, floor = hiding
-    overlap = (ctx.assumptions.dp_overlap, window, floor)
-    call = timed(ctx, "dp", group, kind, what, phase, size_bytes, 1, passes, overlap)
+    overlap = Overlap(share=ctx.assumptions.dp_overlap, window=window, floor=floor)
+    call = timed(
+        ctx, axis="dp", group=group, kind=kind, what=what, phase=phase,
+        size_bytes=size_bytes, count=1, passes=passes, overlap=overlap,
+    )  # fmt: skip
     lost = contention_per_hidden_s(ctx.assumptions.dp_overlap_slowdown)
     return replace(call, hidden_s=call.hidden_s * (1.0 - lost), contention=lost)
 
@@ -82,7 +94,7 @@ def _zero3(
     the backward's gather and scatter share its compute."""
     floor = 1.0 / max(1, work.num_layers)
     weights, grads = params * ctx.policy.param_bytes, params * ctx.policy.grad_bytes
-    forward, half_backward = (FORWARD, floor), ((0.0, 0.5, 0.0), floor)
+    forward, half_backward = (FORWARD, floor), (Window(backward=0.5), floor)
     return [
         _on(ctx, group, "all-gather", f"{label} parameters", "forward", weights, passes,
             forward),

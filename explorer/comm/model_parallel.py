@@ -38,13 +38,23 @@ def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     if not ctx.layout.sp:
         kinds = ("all-reduce",)
     part = 1 / len(kinds)
-    windows: tuple[Window, Window] = ((part, 0.0, 0.0), (0.0, part, 0.0))
+    windows = (Window(forward=part), Window(backward=part))
     what = ("layer activations", "activation gradients")
     share = ctx.assumptions.tp_overlap
     return [
         c
         for kind in kinds
-        for c in both_ways(ctx, "tp", kind, what, size, counts, passes, windows, share)
+        for c in both_ways(
+            ctx,
+            axis="tp",
+            kind=kind,
+            what=what,
+            size_bytes=size,
+            counts=counts,
+            passes=passes,
+            windows=windows,
+            share=share,
+        )
     ]
 
 
@@ -68,7 +78,10 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     what = ("token dispatch and combine", "their gradients")
     one = ep_all_to_all_s(ctx, size)
     windows = (FORWARD, BACKWARD)
-    return both_ways(ctx, "ep", "all-to-all", what, size, counts, passes, windows, share, one)
+    return both_ways(
+        ctx, axis="ep", kind="all-to-all", what=what, size_bytes=size, counts=counts,
+        passes=passes, windows=windows, share=share, one_call_s=one,
+    )  # fmt: skip
 
 
 def etp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
@@ -89,14 +102,25 @@ def etp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> li
     size = etp * local * ctx.moe_imbalance * ctx.model.hidden_size * ctx.policy.activation_bytes
     per_pass = work.num_moe_layers
     counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))
-    windows: tuple[Window, Window] = ((0.5, 0.0, 0.0), (0.0, 0.5, 0.0))  # two kinds share
+    windows = (Window(forward=0.5), Window(backward=0.5))  # two kinds share
     share = ctx.assumptions.tp_overlap
     what = ("expert tokens (expert TP)", "expert token gradients (expert TP)")
     kinds: tuple[CollectiveKind, ...] = ("all-gather", "reduce-scatter")
     return [
         c
         for kind in kinds
-        for c in both_ways(ctx, "tp", kind, what, size, counts, passes, windows, share, group="etp")
+        for c in both_ways(
+            ctx,
+            axis="tp",
+            group="etp",
+            kind=kind,
+            what=what,
+            size_bytes=size,
+            counts=counts,
+            passes=passes,
+            windows=windows,
+            share=share,
+        )
     ]
 
 
@@ -120,7 +144,12 @@ def tied_embedding_collectives(ctx: StageContext, first: bool, last: bool) -> li
     )
     one = collective_s("all-reduce", size, pair, ctx.assumptions.links)
     what = "tied embedding gradients"
-    return [timed(ctx, "pp", "pp", "all-reduce", what, "step", size, 1, one_call_s=one)]
+    return [
+        timed(
+            ctx, axis="pp", kind="all-reduce", what=what, phase="step", size_bytes=size,
+            count=1, one_call_s=one,
+        )
+    ]  # fmt: skip
 
 
 def ep_bytes_per_element(ctx: StageContext) -> float:
@@ -157,4 +186,7 @@ def pp_collectives(passes: PassTimes, ctx: StageContext) -> list[Collective]:
     counts = (layout.virtual_stages, layout.virtual_stages)
     what = ("activations", "activation gradients")
     share, windows = ctx.assumptions.pp_overlap, (FORWARD, BACKWARD)
-    return both_ways(ctx, "pp", "point-to-point", what, size, counts, passes, windows, share)
+    return both_ways(
+        ctx, axis="pp", kind="point-to-point", what=what, size_bytes=size, counts=counts,
+        passes=passes, windows=windows, share=share,
+    )  # fmt: skip

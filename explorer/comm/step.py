@@ -38,7 +38,7 @@ collective's exposure under other pass times needs no new timing (``Collective.e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from explorer.comm.collectives import (
     DEFAULT_LINK_EFFICIENCY,
@@ -53,12 +53,37 @@ from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 Phase = Literal["forward", "backward", "step"]
 CpComm = Literal["p2p", "all-gather", "all-to-all"]
 
-Window = tuple[float, float, float]
-"""Compute a collective may hide behind, as multiples of one micro-batch's forward, whole
-backward and attention-core forward (``PassTimes``)."""
-NO_WINDOW: Window = (0.0, 0.0, 0.0)
-FORWARD: Window = (1.0, 0.0, 0.0)
-BACKWARD: Window = (0.0, 1.0, 0.0)
+
+class Window(NamedTuple):
+    """Compute a collective may hide behind, as multiples of one micro-batch's pass times
+    (``PassTimes``)."""
+
+    forward: float = 0.0
+    """Multiples of the forward."""
+    backward: float = 0.0
+    """Multiples of the whole backward."""
+    attention: float = 0.0
+    """Multiples of the attention core's forward."""
+
+
+NO_WINDOW = Window()
+FORWARD = Window(forward=1.0)
+BACKWARD = Window(backward=1.0)
+
+
+class Overlap(NamedTuple):
+    """How a collective hides behind compute: ``share`` of ``window``, except ``floor`` (a
+    share of its own time: the last bucket, the first prefetch) that never hides."""
+
+    share: float = 0.0
+    """Share of the window it can hide behind."""
+    window: Window = NO_WINDOW
+    """The compute it hides behind."""
+    floor: float = 0.0
+    """Share of its time that cannot hide."""
+
+
+NO_OVERLAP = Overlap()
 
 
 def window_s(window: Window, passes: PassTimes | None) -> float:
@@ -66,9 +91,9 @@ def window_s(window: Window, passes: PassTimes | None) -> float:
     if passes is None:
         return 0.0
     return (
-        window[0] * passes.forward_s
-        + window[1] * passes.backward_s
-        + window[2] * passes.attention_forward_s
+        window.forward * passes.forward_s
+        + window.backward * passes.backward_s
+        + window.attention * passes.attention_forward_s
     )
 
 
@@ -212,23 +237,24 @@ def hidden_s(time_s: float, floor_s: float, overlap: float, window_s: float) -> 
 
 def timed(
     ctx: StageContext,
+    *,
     axis: MeshAxis,
-    group: str,
     kind: CollectiveKind,
     what: str,
     phase: Phase,
     size_bytes: float,
     count: float,
+    group: str | None = None,
     passes: PassTimes | None = None,
-    overlap: tuple[float, Window, float] = (0.0, NO_WINDOW, 0.0),
+    overlap: Overlap = NO_OVERLAP,
     one_call_s: float | None = None,
 ) -> Collective:
-    """A collective; ``overlap`` is (share, window, floor as a share of the time), the window
-    taken of ``passes``; ``one_call_s`` replaces the collective model's time of one call when
-    given."""
+    """A collective on ``axis``'s own group (or ``group``), hiding as ``overlap`` says behind
+    the window taken of ``passes``; ``one_call_s`` replaces the collective model's time of one
+    call when given."""
     one = one_call_s
     if one is None:
-        one = collective_s(kind, size_bytes, ctx.groups[group], ctx.assumptions.links)
+        one = collective_s(kind, size_bytes, ctx.groups[group or axis], ctx.assumptions.links)
     time_s = one * count
     share, window, floor = overlap
     return Collective(
@@ -253,6 +279,7 @@ def tokens_per_rank(ctx: StageContext) -> float:
 
 def both_ways(
     ctx: StageContext,
+    *,
     axis: MeshAxis,
     kind: CollectiveKind,
     what: tuple[str, str],
@@ -262,7 +289,6 @@ def both_ways(
     windows: tuple[Window, Window] = (NO_WINDOW, NO_WINDOW),
     share: float = 0.0,
     one_call_s: float | None = None,
-    *,
     group: str | None = None,
 ) -> list[Collective]:
     """A forward and a backward collective of one kind on ``axis``'s own group (or ``group``).
@@ -275,16 +301,16 @@ def both_ways(
     return [
         timed(
             ctx,
-            axis,
-            group or axis,
-            kind,
-            what[i],
-            phases[i],
-            size_bytes,
-            counts[i],
-            passes,
-            (share, windows[i], 0.0),
-            one_call_s,
+            axis=axis,
+            group=group,
+            kind=kind,
+            what=what[i],
+            phase=phases[i],
+            size_bytes=size_bytes,
+            count=counts[i],
+            passes=passes,
+            overlap=Overlap(share=share, window=windows[i]),
+            one_call_s=one_call_s,
         )
         for i in (0, 1)
         if counts[i]

@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from explorer.comm.fabrics import Fabric, load_fabric
+from explorer.mesh.dims import MeshDims
 from explorer.specs import ClusterSpec, Layout, MeasuredBusbw
 
 GroupName = Literal["tp", "cp", "ep", "dp", "pp", "dp_cp", "etp", "edp"]
@@ -106,8 +107,8 @@ class GroupPlacement:
 
 
 def dense_sizes(layout: Layout) -> dict[str, int]:
-    """Degree of each mesh axis in the dense layers (ep folded: size 1)."""
-    return {"tp": layout.tp, "cp": layout.cp, "ep": 1, "dp": layout.dp, "pp": layout.pp}
+    """Degree of each mesh axis in the dense layers (ep folded: size 1; ``MeshDims``)."""
+    return MeshDims.of(layout).dense_sizes()
 
 
 def expert_sizes(layout: Layout) -> dict[str, int]:
@@ -115,13 +116,7 @@ def expert_sizes(layout: Layout) -> dict[str, int]:
 
     Source: Megatron-Core ``initialize_model_parallel`` (expert_data_parallel_size).
     """
-    inner = layout.tp * layout.cp * layout.dp
-    if inner % (layout.ep * layout.etp):
-        raise ValueError(
-            f"ep x etp ({layout.ep} x {layout.etp}) must divide tp x cp x dp ({inner})"
-        )
-    edp = inner // (layout.ep * layout.etp)
-    return {"etp": layout.etp, "ep": layout.ep, "edp": edp, "pp": layout.pp}
+    return MeshDims.of(layout).expert_sizes()  # ValueError where ep x etp does not fold
 
 
 def expert_order(mesh_order: tuple[str, ...]) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from explorer.counting import layer_params, mla_params, norm_params
 from explorer.memory.tensors import LayerKind
+from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan
 from explorer.specs import Layout, ModelSpec, PrecisionPolicy
 
@@ -90,13 +91,7 @@ def expert_shards(layout: Layout) -> int:
 
     Source: Megatron-Core parallel_state (expert-data-parallel group of the folded mesh).
     """
-    ranks, split = layout.dp * layout.cp * layout.tp, layout.ep * layout.etp
-    if ranks % split:
-        raise ValueError(
-            f"EP x ETP = {split} must divide DP x CP x TP = {ranks} "
-            "(Megatron-Core folds the experts into those ranks)"
-        )
-    return ranks // split
+    return MeshDims.of(layout).edp
 
 
 def shard_groups(layout: Layout) -> tuple[int, int]:

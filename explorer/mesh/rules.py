@@ -18,6 +18,7 @@ from explorer.divisibility import (
     uneven_ffn_widths,
     uneven_heads,
 )
+from explorer.mesh.dims import MeshDims
 from explorer.mesh.space import Candidate, Problem, expert_data_parallel, num_microbatches
 from explorer.partition import balanced_chunk_sizes
 from explorer.schedules.builders import require_valid
@@ -121,8 +122,9 @@ def ep_experts(p: Problem, c: Candidate) -> str | None:
 
 def ep_fold(p: Problem, c: Candidate) -> str | None:
     # Megatron-Core folds the expert groups into the same ranks: EP x ETP divides dp x cp x tp.
-    group, ranks = (c.ep or 1) * (c.etp or 1), c.dp * c.cp * c.tp
-    if ranks % group == 0:
+    dims = MeshDims.of(c)
+    group, ranks = dims.expert_group, dims.folded
+    if dims.experts_fold:
         return None
     return f"EP x ETP = {group} does not divide dp x cp x tp = {ranks}"
 

@@ -119,19 +119,22 @@ class Problem:
 
 
 class Candidate(NamedTuple):
-    """A layout being built; the fields of levels not yet reached stay None ("any")."""
+    """A layout being built; the fields of levels not yet reached stay None ("any").
 
+    Fields in ``Layout``'s order (dp, tp, pp, cp, ep, etp, zero, micro-batch, recompute,
+    schedule, virtual stages); build one with keywords."""
+
+    dp: int
     tp: int
     pp: int
     cp: int
-    dp: int
     ep: int | None = None
     etp: int | None = None
+    zero: ZeroStage | None = None
     mbs: int | None = None
+    recompute: Recompute | None = None
     schedule: ScheduleName | None = None
     virtual: int | None = None
-    zero: ZeroStage | None = None
-    recompute: Recompute | None = None
 
 
 def to_layout(c: Candidate) -> Layout:
@@ -170,9 +173,11 @@ def from_layout(layout: Layout) -> Candidate:
 
 def num_microbatches(problem: Problem, c: Candidate) -> int:
     """Micro-batches per step on each pipeline: global batch / (dp x micro-batch), floored."""
-    return problem.workload.global_batch_size // (c.dp * (c.mbs or 1))
+    return problem.workload.global_batch_size // (c.dp * (c.mbs or 1))  # MeshDims.microbatches
 
 
 def expert_data_parallel(c: Candidate) -> int:
     """Ranks holding the same experts: dp x cp x tp / (ep x etp) (Megatron-Core folding)."""
+    # MeshDims.edp's formula, floored (the ep-fold rule rejects what does not divide), inline:
+    # the search's memory floors call it per candidate
     return c.dp * c.cp * c.tp // ((c.ep or 1) * (c.etp or 1))

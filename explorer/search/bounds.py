@@ -35,7 +35,6 @@ from explorer.comm import StageContext
 from explorer.comm.data_parallel import dp_collectives
 from explorer.comm.inventory import model_collectives
 from explorer.compute import PassTimes, StageWork, optimizer_step_s, pass_times
-from explorer.compute.passes import all_to_alls_overlap
 from explorer.estimate import EstimateAssumptions
 from explorer.estimate.pipeline import bottleneck_makespan_s
 from explorer.estimate.stages import parts
@@ -45,6 +44,7 @@ from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, dualpipe_possible, exposed_s
 from explorer.search.floor import MemoryFloor
+from explorer.search.reads import PASS_TIMES
 from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
 from explorer.specs import RECOMPUTES, V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 
@@ -324,10 +324,7 @@ class Bounds:
             works = tuple(self.ctx.work(*part) for part in parts(self.p.model, layout))
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
             timed = {}
-            # pass_times reads only these layout fields (explorer.compute)
-            fields = (layout.tp, layout.sp, layout.cp, layout.ep, layout.etp,
-                      layout.micro_batch_size, layout.recompute,
-                      all_to_alls_overlap(layout))  # fmt: skip
+            fields = PASS_TIMES.key(layout)  # what pass_times reads (explorer.search.reads)
             for work in set(works):
                 if (work, fields) not in self._passes:
                     self._passes[work, fields] = pass_times(work, compute)

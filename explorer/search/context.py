@@ -30,7 +30,15 @@ from explorer.estimate import EstimateAssumptions
 from explorer.memory.activations import expert_load
 from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
-from explorer.specs import Layout, ZeroStage
+from explorer.search.reads import (
+    DATA_PARALLEL,
+    MODEL_COLLECTIVES,
+    MODEL_GROUPS,
+    PASS_TIMES,
+    Shape,
+    placement_key,
+)
+from explorer.specs import Layout, ScheduleName, ZeroStage
 
 GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
 """Process groups whose collectives a part runs (explorer.comm)."""
@@ -79,6 +87,9 @@ class Contexts:
         self._whole: dict[tuple[object, ...], Whole] = {}
         self._data: dict[tuple[object, ...], Data] = {}
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
+        self._pass_inputs: dict[tuple[Candidate, bool], PassTimes] = {}
+        self._contents: dict[GroupPlacement, tuple[object, ...]] = {}
+        self._exposure: dict[tuple[int, int], tuple[float, float]] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
         self._busy: dict[tuple[object, ...], float] = {}
@@ -101,12 +112,21 @@ class Contexts:
             dropout=self.a.memory.dropout,
         )
 
-    def placements(self, layout: Layout) -> dict[str, GroupPlacement]:
-        """Placement of every group a part uses, cached per degrees."""
+    def placements(self, layout: Layout | Shape) -> dict[str, GroupPlacement]:
+        """Placement of every group a part uses, cached per degrees (all that place_group
+        reads of a searched layout; mesh_order stays at its default)."""
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
         if key not in self._groups:
-            self._groups[key] = {g: place_group(g, self.p.cluster, layout) for g in GROUPS}
+            real = layout.layout() if isinstance(layout, Shape) else layout
+            self._groups[key] = {g: place_group(g, self.p.cluster, real) for g in GROUPS}
         return self._groups[key]
+
+    def _placed(self, placement: GroupPlacement) -> tuple[object, ...]:
+        """``placement_key`` of a placement (cached per placement object)."""
+        found = self._contents.get(placement)
+        if found is None:
+            found = self._contents[placement] = placement_key(placement)
+        return found
 
     def comm(self, layout: Layout) -> StageContext:
         """The communication context of ``layout`` (explorer.estimate.stages.stage_context)."""
@@ -137,24 +157,30 @@ class Contexts:
     def whole_model(self) -> StageWork:
         return self.work(tuple(range(self.p.model.num_hidden_layers)), True, True)
 
-    def _layout(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Layout:
-        """``to_layout`` of ``c`` with this ZeRO stage, one virtual stage, and DualPipe's EP
-        overlap (as DualPipeV, which has it on any P) or 1F1B."""
-        return Layout(
-            dp=c.dp, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep or 1, etp=c.etp or 1, zero=zero,
-            micro_batch_size=c.mbs or 1, recompute=c.recompute or "none",
-            schedule="dualpipev" if dualpipe else "1f1b",
+    def _shape(self, c: Candidate, zero: ZeroStage, dualpipe: bool) -> Shape:
+        """``to_layout``'s fields for ``c`` with this ZeRO stage, one virtual stage, and
+        DualPipe's EP overlap (as DualPipeV, which has it on any P) or 1F1B."""
+        schedule: ScheduleName = "dualpipev" if dualpipe else "1f1b"
+        # positional, in Shape's (Layout's) field order: a hot path
+        return Shape(
+            c.dp, c.tp, c.pp, c.cp, c.ep or 1, c.etp or 1, zero, c.mbs or 1,
+            c.recompute or "none", schedule, 1,
         )  # fmt: skip
 
     def _passes(self, c: Candidate, dualpipe: bool = False) -> PassTimes:
         """Whole-model pass times (cached): ZeRO and the schedule change no compute, except
         that DualPipe with EP runs it on the SMs its all-to-alls leave
         (ComputeAssumptions.comm_sm_share), which only lengthens it."""
-        key = (c.tp, c.cp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
-        if key not in self._pass_cache:
-            layout = self._layout(c, 0, dualpipe)
-            self._pass_cache[key] = pass_times(self.whole_model, self.compute(layout))
-        return self._pass_cache[key]
+        found = self._pass_inputs.get((c, dualpipe))  # memo on the whole input
+        if found is None:
+            shape = self._shape(c, 0, dualpipe)
+            key = PASS_TIMES.key(shape)  # what pass_times reads (explorer.search.reads)
+            found = self._pass_cache.get(key)
+            if found is None:
+                found = pass_times(self.whole_model, self.compute(shape.layout()))
+                self._pass_cache[key] = found
+            self._pass_inputs[c, dualpipe] = found
+        return found
 
     def _windows(self, c: Candidate) -> PassTimes:
         """The pass times collectives hide behind in every bound: the widest any schedule
@@ -170,16 +196,27 @@ class Contexts:
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
         if key not in self._whole:
             passes, windows = self._passes(c), self._windows(c)
-            model = expert = 0.0
-            for call in self._model_calls(c, dualpipe):
-                if call.axis == "ep":
-                    expert += call.exposed_for(windows)
-                else:
-                    model += call.exposed_for(windows)
+            model, expert = self._exposed(self._model_calls(c, dualpipe), windows)
             self._whole[key] = Whole(
                 compute_s=passes.forward_s + passes.backward_s, model_s=model, expert_s=expert
             )
         return self._whole[key]
+
+    def _exposed(self, calls: tuple[Collective, ...], windows: PassTimes) -> tuple[float, float]:
+        """Exposed seconds of ``calls`` behind ``windows``: (not EP, EP). A pure function of
+        its two inputs, memoised by their identity: both live in this object's caches for its
+        lifetime, and meshes that share a timing share them."""
+        key = (id(calls), id(windows))
+        found = self._exposure.get(key)
+        if found is None:
+            model = expert = 0.0
+            for call in calls:
+                if call.axis == "ep":
+                    expert += call.exposed_for(windows)
+                else:
+                    model += call.exposed_for(windows)
+            found = self._exposure[key] = (model, expert)
+        return found
 
     def busy_floor(self, c: Candidate, dualpipe: bool) -> float:
         """Lower bound on compute plus exposed TP, CP and EP seconds per micro-batch of a
@@ -194,8 +231,8 @@ class Contexts:
         if key not in self._busy:
             passes, windows = self._passes(c), self._windows(c)
             calls = self._model_calls(c._replace(recompute="none"), dualpipe)
-            exposed = sum(call.exposed_for(windows) for call in calls)
-            self._busy[key] = passes.forward_s + passes.backward_s + exposed
+            model, expert = self._exposed(calls, windows)
+            self._busy[key] = passes.forward_s + passes.backward_s + model + expert
         return self._busy[key]
 
     def _model_calls(self, c: Candidate, dualpipe: bool) -> tuple[Collective, ...]:
@@ -203,10 +240,13 @@ class Contexts:
         micro-batch, whether recompute is full (it adds backward calls; explorer.comm reads
         nothing else of the policy) and DualPipe (its EP overlap))."""
         full = c.recompute == "full"
-        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, full, dualpipe)
+        shape = self._shape(c._replace(recompute="full" if full else "none"), 0, dualpipe)
+        groups = self.placements(shape)
+        # what the calls read (explorer.search.reads): shared by meshes that differ only in
+        # dp and pp where those leave the TP, CP and EP groups placed alike
+        key = (MODEL_COLLECTIVES.key(shape), *(self._placed(groups[g]) for g in MODEL_GROUPS))
         if key not in self._calls:
-            layout = self._layout(c._replace(recompute="full" if full else "none"), 0, dualpipe)
-            ctx, passes = self.comm(layout), self._passes(c)
+            ctx, passes = self.comm(shape.layout()), self._passes(c)
             found: tuple[Collective, ...]
             if dualpipe:  # DualPipe changes only the EP overlap: the TP and CP calls are shared
                 plain = self._model_calls(c, False)
@@ -241,9 +281,10 @@ class Contexts:
         degrees and ZeRO stage: neither ``dp_collectives``' calls nor ``optimizer_step_s``
         read the micro-batch size, recompute policy or schedule, only the pass times that
         ``Collective.exposed_for`` takes)."""
-        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, zero)
+        shape = self._shape(c, zero, False)
+        key = DATA_PARALLEL.key(shape)  # what both read (explorer.search.reads)
         if key not in self._data_calls_cache:
-            layout = self._layout(c, zero, False)
+            layout = shape.layout()
             optimizer = optimizer_step_s(self.whole_model, self.compute(layout))
             found = dp_collectives(self.whole_model, self._passes(c), self.comm(layout))
             self._data_calls_cache[key] = (tuple(found), optimizer)

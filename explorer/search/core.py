@@ -21,7 +21,7 @@ import gc
 import heapq
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -78,6 +78,24 @@ class SearchResult:
     """Layouts given the full estimate (memory included)."""
 
 
+class _Entry(NamedTuple):
+    """One queued item; entries compare field by field, so the order of the fields is the
+    order of the queue."""
+
+    priority: float
+    """A node's lower bound on step time, or a row's own step time, s."""
+    phase: int
+    """``_LOOSE``, ``_NODE``, ``_STEP`` or ``_ROW``: at equal priority the earlier first."""
+    tie: float
+    """At equal priority and phase: a row's peak bytes less the GPU's (more spare first)."""
+    order: int
+    """Push count: first in, first out among equals (and items are never compared)."""
+    depth: int
+    """The tree level of ``item`` (``LEAF`` for a complete layout or a row)."""
+    item: Any
+    """A ``Candidate``, or for a row its ``Estimate``."""
+
+
 @dataclass(slots=True)
 class _Search:
     """The queue and the tallies of one branch-and-bound search."""
@@ -88,7 +106,7 @@ class _Search:
     limit: float
     recipe: LayoutRecipe | None = None
     """The user's memory recipe, kept in every layout it applies to (``explorer.search.recipe``)."""
-    queue: list[tuple[float, int, float, int, int, Any]] = field(default_factory=list)
+    queue: list[_Entry] = field(default_factory=list)
     ranked: list[Estimate] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     estimated: int = 0
@@ -96,7 +114,7 @@ class _Search:
 
     def push(self, priority: float, phase: int, depth: int, item: Any, tie: float = 0.0) -> None:
         self._order += 1
-        heapq.heappush(self.queue, (priority, phase, tie, self._order, depth, item))
+        heapq.heappush(self.queue, _Entry(priority, phase, tie, self._order, depth, item))
 
     def reject(self, rejections: list[Rejection]) -> None:
         self.rejected += [rejection_row(r) for r in rejections]
@@ -168,28 +186,29 @@ class _Search:
             popped += 1
             if popped % _CHECK_EVERY == 0:
                 _within_budget(deadline, budget_s, len(self.queue))
-            priority, phase, _, _, depth, item = heapq.heappop(self.queue)
-            if phase == _ROW:
-                self.ranked.append(item)
-            elif phase == _STEP:
-                self.evaluate(item)
-            elif phase == _LOOSE:
-                self.tighten(depth, item, priority)
+            entry = heapq.heappop(self.queue)
+            if entry.phase == _ROW:
+                self.ranked.append(entry.item)
+            elif entry.phase == _STEP:
+                self.evaluate(entry.item)
+            elif entry.phase == _LOOSE:
+                self.tighten(entry.depth, entry.item, entry.priority)
             else:
-                self.settle(depth, item, priority)
+                self.settle(entry.depth, entry.item, entry.priority)
 
     def leftovers(self) -> None:
         """List what is still queued as slower than the ranked layouts."""
         last = self.ranked[-1].step_time_s if self.ranked else float("nan")
-        for priority, phase, _, _, depth, item in sorted(self.queue):
-            node = from_layout(item.layout) if phase == _ROW else item
-            count = 1 if depth == LEAF else self.tree.leaves_below(node, depth)
-            what = "its step time is" if phase == _ROW else "the step time is at least"
+        for entry in sorted(self.queue):
+            row = entry.phase == _ROW
+            node = from_layout(entry.item.layout) if row else entry.item
+            count = 1 if entry.depth == LEAF else self.tree.leaves_below(node, entry.depth)
+            what = "its step time is" if row else "the step time is at least"
             reason = (
-                f"not ranked: {what} {priority:.4g} s, slower than the "
+                f"not ranked: {what} {entry.priority:.4g} s, slower than the "
                 f"{len(self.ranked)} ranked layouts (the last at {last:.4g} s)"
             )
-            extra = {"step_time_s": priority}
+            extra = {"step_time_s": entry.priority}
             self.rejected.append(rejection_row(Rejection(node, "slower", reason, count), extra))
 
 

@@ -28,9 +28,11 @@ from explorer.memory.setting import nccl_parts
 from explorer.memory.states import HeldParams, ModelStates, stage_model_states, stage_params
 from explorer.memory.tensors import ActivationShape
 from explorer.memory.training import fixed_overheads, recipe_storage
-from explorer.mesh import Candidate, Problem
+from explorer.mesh import Candidate, Problem, expert_data_parallel
+from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
+from explorer.search.reads import STAGE_PARAMS
 from explorer.specs import V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
 
@@ -58,7 +60,7 @@ class MemoryFloor:
         assumptions = self.a
         self.fixed = fixed_overheads(problem.cluster.gpu, assumptions.memory).total_bytes
         self.persistent_grads = framework_behaviour(assumptions.memory).persistent_grad_buffer
-        self._fixed_cache: dict[tuple[int, ...], float] = {}
+        self._fixed_cache: dict[MeshDims, float] = {}
         self._held: dict[tuple[int, int, int, int, bool], HeldParams] = {}
         self._rank_cache: dict[tuple[int, ...], list[tuple[int, _Rank]]] = {}
         self._weight_cache: dict[tuple[object, ...], list[tuple[float, float]]] = {}
@@ -66,16 +68,17 @@ class MemoryFloor:
         self._fits: dict[tuple[object, ...], int] = {}
         self._state_cache: dict[tuple[object, ...], ModelStates] = {}
         self._floors: dict[tuple[object, ...], float] = {}
+        self._params: dict[tuple[object, ...], HeldParams] = {}
         self._plan_cache: dict[tuple[object, ...], list[tuple[StagePlan, HeldParams]]] = {}
         self._states_ok: dict[tuple[object, ...], tuple[ZeroStage, ...]] = {}
 
     def _states(self, held: HeldParams, c: Candidate, zero: int) -> ModelStates:
         """Model states of ``held`` parameters, fewest bytes any framework keeps (cached)."""
-        key = (held, c.dp * c.cp, c.tp // (c.etp or 1), c.ep, zero)
+        dp_cp, edp = c.dp * c.cp, expert_data_parallel(c)
+        key = (held, zero, dp_cp, edp)  # the arguments of stage_model_states
         if key not in self._state_cache:
-            edp = c.dp * c.cp * c.tp // ((c.ep or 1) * (c.etp or 1))
             self._state_cache[key] = stage_model_states(
-                held, self.policy, zero, c.dp * c.cp, edp, keep_param_shard=False
+                held, self.policy, zero, dp_cp, edp, keep_param_shard=False
             )
         return self._state_cache[key]
 
@@ -84,13 +87,18 @@ class MemoryFloor:
         (all that ``stage_params`` reads of a plan)."""
         key = (layout.tp, layout.pp, layout.ep, layout.etp, layout.virtual_stages, layout.schedule)
         if key not in self._plan_cache:
-            held: dict[tuple[int, int, bool, bool, int, bool], HeldParams] = {}
             plans = pipeline_plan(self.p.model, layout)
-            for plan in plans:
-                if plan.contents not in held:
-                    held[plan.contents] = stage_params(self.p.model, layout, plan)
-            self._plan_cache[key] = [(plan, held[plan.contents]) for plan in plans]
+            self._plan_cache[key] = [(plan, self._stage_params(layout, plan)) for plan in plans]
         return self._plan_cache[key]
+
+    def _stage_params(self, layout: Layout, plan: StagePlan) -> HeldParams:
+        """``stage_params``, cached on what it reads (explorer.search.reads): shared by every
+        pipeline depth and schedule that gives a rank the same contents."""
+        key = (STAGE_PARAMS.key(layout), plan.contents)
+        found = self._params.get(key)
+        if found is None:
+            found = self._params[key] = stage_params(self.p.model, layout, plan)
+        return found
 
     def _mean_held(self, c: Candidate, dualpipe: bool) -> HeldParams:
         """Parameters per GPU averaged over the pipeline ranks: the same for any split, twice
@@ -108,14 +116,12 @@ class MemoryFloor:
     def _fixed(self, c: Candidate) -> float:
         """NCCL buffers, runtime and reserve: in every phase of every stage, bytes (cached per
         degrees; explorer.memory.setting.nccl_parts reads only those)."""
-        key = (c.tp, c.pp, c.cp, c.dp, c.ep or 1, c.etp or 1)
-        if key not in self._fixed_cache:
-            tp, pp, cp, dp, ep, etp = key
-            layout = Layout(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp)
-            edp = dp * cp * tp // (ep * etp)
-            buffers = nccl_parts(self.p.model, layout, self.a.memory, edp)
-            self._fixed_cache[key] = self.fixed + sum(size for _, size in buffers)
-        return self._fixed_cache[key]
+        dims = MeshDims.of(c)  # the whole input of the layout nccl_parts is given
+        if dims not in self._fixed_cache:
+            layout = Layout(**dims._asdict())
+            buffers = nccl_parts(self.p.model, layout, self.a.memory, dims.edp)
+            self._fixed_cache[dims] = self.fixed + sum(size for _, size in buffers)
+        return self._fixed_cache[dims]
 
     def _states_floor(self, c: Candidate, dualpipe: bool, zero: ZeroStage) -> float:
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe, zero)

@@ -1,15 +1,14 @@
 """Every ``st.cache_data`` wrapper of the app: core calls keyed on frozen specs and scenarios.
 
 Arguments are frozen dataclasses (hashed by value); results are plain frozen data. No widget
-is ever created in here. Core modules are imported on first use (``core``), so a page loads
+is ever created in here. Core modules are imported on first use (typed imports inside each
+wrapper, which mypy and tests/test_architecture.py read), so a page loads
 only the parts of the core it draws.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -55,32 +54,31 @@ if TYPE_CHECKING:
 MAX_ENTRIES = 256
 
 
-def core(module: str) -> ModuleType:
-    """``explorer.<module>``, imported on first use."""
-    return importlib.import_module(f"explorer.{module}")
-
-
 # ------------------------------------------------------------------------------ presets
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
 def model_choices() -> tuple[tuple[str, str], ...]:
     """(preset id, display name) of every model preset, in index order."""
-    presets = core("presets")
+    from explorer import presets
+
     return tuple((i, presets.model_entry(i).display_name) for i in presets.model_ids())
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
 def model_source(model_id: str) -> tuple[str, int, int | None]:
     """(source URL, official total, official active) of a model preset."""
-    entry = core("presets").model_entry(model_id)
+    from explorer.presets import model_entry
+
+    entry = model_entry(model_id)
     return entry.source, entry.official_total_params, entry.official_active_params
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
 def gpu_choices() -> tuple[tuple[str, str], ...]:
     """(preset id, display name) of every GPU preset."""
-    presets = core("presets")
+    from explorer import presets
+
     return tuple((i, presets.load_gpu(i).name) for i in presets.gpu_ids())
 
 
@@ -128,8 +126,9 @@ def training_memory(
     overrides: Overrides,
 ) -> TrainingMemory:
     """explorer.memory.training_memory, with the scenario's assumption overrides."""
-    memory = core("memory")
-    with_overrides = core("report.assumptions").with_overrides
+    from explorer import memory
+    from explorer.report.assumptions import with_overrides
+
     assumptions = with_overrides(memory.DEFAULT_TRAINING_ASSUMPTIONS, dict(overrides), "memory.")
     return memory.training_memory(
         model, cluster.gpu, layout, workload, assumptions, domain_size=cluster.domain_size
@@ -141,7 +140,9 @@ def axis_roles(
     model: ModelSpec, layout: Layout, workload: TrainingWorkload
 ) -> tuple[tuple[str, int, str, str], ...]:
     """(axis, degree, what it splits, what it replicates) of each parallel axis, in words."""
-    roles = core("memory").axis_roles(model, layout, workload)
+    from explorer.memory import axis_roles
+
+    roles = axis_roles(model, layout, workload)
     return tuple((r.axis, r.degree, r.splits, r.replicates) for r in roles)
 
 
@@ -157,7 +158,8 @@ def estimate(
     overrides: Overrides,
 ) -> Estimate:
     """explorer.estimate.estimate: memory, step time, exposed communication, MFU."""
-    module = core("estimate")
+    import explorer.estimate as module
+
     assumptions = estimate_assumptions(dict(overrides))
     return module.estimate(model, cluster, layout, workload, assumptions)
 
@@ -172,7 +174,9 @@ def timeline(
 ) -> Timeline:
     """The estimate's pipeline simulated action by action (for the schedule diagram)."""
     est = estimate(model, cluster, layout, workload, overrides)
-    return core("estimate").estimate_timeline(est)
+    from explorer.estimate import estimate_timeline
+
+    return estimate_timeline(est)
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
@@ -209,7 +213,8 @@ def memory_fixes(
     overrides: Overrides,
 ) -> tuple[Fix, ...]:
     """explorer.estimate.fixes.memory_fixes: the smallest changes that make the layout fit."""
-    fixes = core("estimate.fixes")
+    import explorer.estimate.fixes as fixes
+
     return fixes.memory_fixes(
         model, cluster, layout, workload, estimate_assumptions(dict(overrides))
     )
@@ -217,7 +222,9 @@ def memory_fixes(
 
 def pacing_part(est: Estimate) -> StageTime:
     """The part whose cycle paces the pipeline (explorer.estimate.bottleneck_part)."""
-    return core("estimate").bottleneck_part(est.stages)
+    from explorer.estimate import bottleneck_part
+
+    return bottleneck_part(est.stages)
 
 
 # ------------------------------------------------------------------------------ figures
@@ -250,7 +257,8 @@ def pattern_microbatches(timeline: Timeline) -> int:
 def _pattern(timeline: Timeline, microbatches: int) -> Timeline:
     """The same schedule and stage times with fewer micro-batches (a readable diagram); the
     whole timeline when the schedule cannot run with that many."""
-    schedules = core("schedules")
+    from explorer import schedules
+
     s = timeline.schedule
     if microbatches >= s.microbatches:
         return timeline
@@ -323,7 +331,8 @@ def schedule_comparison_chart(
 def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
     """explorer.validation_data's comparison tables (the measurements that taught the model,
     then the held-out ones, told apart by ``set``) and the categories they compare."""
-    data = core("validation_data")
+    import explorer.validation_data as data
+
     taught = data.comparison_table().assign(set="taught the model")
     held = data.comparison_table(data.HELDOUT_PATH).assign(set="held out")
     return pd.concat([taught, held], ignore_index=True), tuple(data.COMPARED)
@@ -333,7 +342,8 @@ def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
 def published_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     """explorer.published_runs: each published run against its estimate, and the summary by
     GPU generation (validation/published_runs.toml)."""
-    runs = core("published_runs")
+    import explorer.published_runs as runs
+
     table = runs.published_table()
     return table, runs.summary(table)
 
@@ -341,7 +351,8 @@ def published_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
 @st.cache_data(max_entries=2, show_spinner="Estimating the published serving runs…")
 def published_serving() -> pd.DataFrame:
     """explorer.published_serving: each published serving run against its estimate."""
-    runs = core("published_serving")
+    import explorer.published_serving as runs
+
     checks = [runs.estimate_run(run) for run in runs.load_runs()]
     return pd.DataFrame(
         {
@@ -359,24 +370,32 @@ def published_serving() -> pd.DataFrame:
 @st.cache_data(max_entries=4, show_spinner="Estimating the published runs…")
 def calibration_table() -> pd.DataFrame:
     """explorer.calibration's table: our estimate against each published figure."""
-    return core("calibration").calibration_table()
+    from explorer.calibration import calibration_table
+
+    return calibration_table()
 
 
 def trust_kinds() -> tuple[str, ...]:
     """The kinds of estimate with an expected-error statement, in the order pages show them."""
-    return tuple(core("trust").KINDS)
+    from explorer.trust import KINDS
+
+    return tuple(KINDS)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def error_summary(evidence: str) -> ErrorSummary:
     """explorer.trust's median and worst error against one body of evidence (``SUMMARIES``)."""
-    return core("trust").SUMMARIES[evidence]()
+    from explorer.trust import SUMMARIES
+
+    return SUMMARIES[evidence]()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def expected_error(kind: str) -> str:
     """explorer.trust's one sentence on how far estimates of ``kind`` are from our evidence."""
-    return core("trust").expected_error(kind)
+    from explorer.trust import expected_error
+
+    return expected_error(kind)
 
 
 # ------------------------------------------------------------------------------ serving
@@ -387,7 +406,8 @@ def serving_plan(
     model: ModelSpec, cluster: ClusterSpec, workload: ServingWorkload, overrides: Overrides
 ) -> ServingPlan:
     """explorer.serving.plan_serving over every GPU of the cluster."""
-    serving = core("serving")
+    from explorer import serving
+
     assumptions = serving_assumptions(dict(overrides))
     return serving.plan_serving(model, cluster, cluster.world_size, workload, assumptions)
 
@@ -402,7 +422,8 @@ def serving_under_load(
     users: int,
 ) -> LoadResult:
     """explorer.serving.scheduler.serve_under_load: ``users`` closed-loop users on ``layout``."""
-    scheduler = core("serving.scheduler")
+    import explorer.serving.scheduler as scheduler
+
     assumptions = serving_assumptions(dict(overrides))
     load = scheduler.EngineLoad(users=users, num_requests=max(4 * users, 64))
     return scheduler.serve_under_load(model, cluster, layout, workload, load, assumptions)
@@ -421,26 +442,33 @@ def serving_speculative(
 ) -> tuple[ServingEstimate, SpeculativeDecode]:
     """``layout`` at the workload with speculative decoding (the plan's estimate and the
     draft and verify steps): MTP when ``draft_id`` is None, else that model preset drafts."""
-    serving, spec = core("serving"), core("serving.speculative")
-    draft = None if draft_id is None else core("presets").load_model(draft_id)
-    speculation = spec.Speculation(
+    from explorer.presets import load_model
+    from explorer.serving import estimate_serving
+    from explorer.serving.speculative import Speculation, speculative_decode
+
+    draft = None if draft_id is None else load_model(draft_id)
+    speculation = Speculation(
         kind="mtp" if draft is None else "draft",
         draft_model=draft,
         draft_tokens=draft_tokens,
         acceptance=acceptance,
     )
     assumptions = serving_assumptions(dict(overrides))
-    estimate = serving.estimate_serving(model, cluster, layout, workload, assumptions, speculation)
-    steps = spec.speculative_decode(model, cluster, layout, workload, speculation, assumptions)
+    estimate = estimate_serving(model, cluster, layout, workload, assumptions, speculation)
+    steps = speculative_decode(model, cluster, layout, workload, speculation, assumptions)
     return estimate, steps
 
 
 def serving_answers(plan: ServingPlan) -> tuple[str, ...]:
-    return core("serving").serving_answers(plan)
+    from explorer.serving import serving_answers
+
+    return serving_answers(plan)
 
 
 def serving_leaves_out() -> str:
-    return core("serving").LEAVES_OUT
+    from explorer.serving import LEAVES_OUT
+
+    return LEAVES_OUT
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -475,7 +503,8 @@ def search(
 ) -> SearchResult:
     """explorer.search.search over every GPU of the cluster in ``space``, ``ranked`` layouts
     (the current layout is not an input: picking a row does not search again)."""
-    module = core("search")
+    import explorer.search as module
+
     assumptions = estimate_assumptions(dict(overrides))
     return module.search(
         model, cluster, workload, space=space, assumptions=assumptions, ranked=ranked
@@ -511,7 +540,8 @@ def search_step_chart(
 def report(scenario: Scenario, with_search: bool = False) -> Report:
     """explorer.report.build_report; the serving plan and (when asked) the mesh search come
     from this cache, so a search already run on the Meshes page is not run again."""
-    module = core("report")
+    import explorer.report as module
+
     model_spec, cluster_spec = model(scenario.model), cluster(scenario.cluster)
     if scenario.workload == "serving":
         plan = serving_plan(model_spec, cluster_spec, scenario.serving_spec(), scenario.assumptions)
@@ -531,24 +561,36 @@ def report(scenario: Scenario, with_search: bool = False) -> Report:
 @st.cache_data(max_entries=16, show_spinner=False)
 def report_file(scenario: Scenario, fmt: str, with_search: bool = False) -> ReportFile:
     """The report rendered in one format (md, html, pdf, json); built on demand, once."""
-    return core("ui.charts.report").render_report(report(scenario, with_search), fmt)
+    from explorer.ui.charts.report import FORMATS, render_report
+
+    if fmt not in FORMATS:
+        raise ValueError(f"no report format {fmt!r}; choose from {', '.join(FORMATS)}")
+    return render_report(report(scenario, with_search), fmt)
 
 
 def report_file_name(scenario: Scenario, fmt: str) -> str:
-    return core("report.content").file_name(report(scenario), fmt)
+    from explorer.report.content import file_name
+
+    return file_name(report(scenario), fmt)
 
 
 def report_mime(fmt: str) -> str:
-    return core("ui.charts.report").MIME[fmt]
+    from explorer.ui.charts.report import MIME
+
+    return MIME[fmt]
 
 
 def pdf_available() -> bool:
-    return bool(core("report").pdf_available())
+    from explorer.report import pdf_available
+
+    return bool(pdf_available())
 
 
 def load_report(data: bytes) -> Scenario:
     """The scenario a JSON report was made from; ValueError (one sentence) when malformed."""
-    return core("report").load_report_json(data)
+    from explorer.report import load_report_json
+
+    return load_report_json(data)
 
 
 # ------------------------------------------------------------------------------ scaling
@@ -564,7 +606,8 @@ def scaling(
     overrides: Overrides,
 ) -> ScalingSweep:
     """explorer.scaling's strong or weak sweep over ``gpu_counts`` on this node type."""
-    module = core("scaling")
+    import explorer.scaling as module
+
     sweep = module.strong_scaling if kind == "strong" else module.weak_scaling
     return sweep(
         model, cluster, gpu_counts, workload, assumptions=estimate_assumptions(dict(overrides))
