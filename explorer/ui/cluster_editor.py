@@ -76,7 +76,8 @@ def render() -> None:
         for i in range(state[ROWS]):
             a, b, c = st.columns([2, 1, 1])
             if state.get(_row_key("gpu", i)) not in gpus:
-                state[_row_key("gpu", i)] = next(iter(gpus))
+                given, state[_row_key("gpu", i)] = state.get(_row_key("gpu", i)), next(iter(gpus))
+                st.warning(f"Unknown GPU {given!r} in group {i + 1}; showing {next(iter(gpus))}.")
             gpu = a.selectbox(f"GPU {i + 1}", list(gpus), key=_row_key("gpu", i),
                               format_func=gpus.__getitem__)  # fmt: skip
             per = b.number_input("per node", min_value=1, max_value=72, key=_row_key("per", i))
