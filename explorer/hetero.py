@@ -31,7 +31,7 @@ from explorer.estimate import (
     estimate,
     time_step,
 )
-from explorer.memory.training import microbatch_count
+from explorer.memory.training import microbatch_count, training_memory
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 
 BatchSplit = Literal["even", "speed"]
@@ -142,8 +142,14 @@ def hetero_dp(
     types = []
     for g, est, r, k in zip(groups, ests, replicas, counts, strict=True):
         share = replace(workload, global_batch_size=k * layout.dp * layout.micro_batch_size)
-        memory = est.memory if k == m else estimate(model, _on(g, layout.world_size), layout,
-                                                    share, assumptions).memory  # fmt: skip
+        sized = _on(g, layout.world_size)  # the estimate's own memory call, at k micro-batches
+        memory = (
+            est.memory
+            if k == m
+            else training_memory(
+                model, sized.gpu, layout, share, assumptions.memory, domain_size=sized.domain_size
+            )
+        )
         types.append(TypeStep(gpu=g.gpu.name, replicas=r, microbatches=k,
                               step_s=_step(est, k, assumptions), peak_bytes=memory.peak_bytes,
                               fits=memory.fits))  # fmt: skip

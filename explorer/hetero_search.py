@@ -159,17 +159,19 @@ def mixed_search(
     # Even split: the slowest type's search alone bounds what it leaves out (max_g >= any g),
     # so it runs first and the others only when that is not enough.
     slow_first = sorted(range(len(sized)), key=lambda i: sized[i].gpu.bf16_flops_per_s)
-    k = max(2 * ranked, 20)
+    # The speed split's bound is looser (a harmonic mean): it starts from more layouts.
+    k = max(2 * ranked, 20) if split == "even" else max(4 * ranked, 40)
+    seen: dict[Layout, HeteroStep | str] = {}  # mixed steps (or why not) already timed
     while True:
         wanted = slow_first[:1] if split == "even" and len(sized) > 1 else slow_first
         results: list[SearchResult | None] = [None] * len(sized)
-        for tries in (wanted, slow_first):
+        for tries in (wanted, slow_first) if wanted != slow_first else (wanted,):
             for i in tries:
                 if results[i] is None:
                     results[i] = search(model, sized[i], workload, num_gpus=world, space=chosen,
                                         ranked=k, assumptions=assumptions)  # fmt: skip
             done = [r for r in results if r is not None]
-            rows, rejected = _rerank(model, merged, workload, split, assumptions, results)
+            rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
             lasts = [_last(r, k) for r in done]
             # A type whose search ranked all it holds leaves nothing outside that can run.
             bound = (max(lasts) if split == "even" or math.inf in lasts
@@ -191,6 +193,7 @@ def mixed_search(
 def _rerank(
     model: ModelSpec, groups: tuple[ClusterSpec, ...], workload: TrainingWorkload,
     split: BatchSplit, a: EstimateAssumptions, results: list[SearchResult | None],
+    seen: dict[Layout, HeteroStep | str],
 ) -> tuple[list[MixedRow], list[tuple[Layout, str]]]:  # fmt: skip
     """Every layout the types' searches ranked, timed on the mixed cluster, fastest first."""
     known: dict[Layout, list[Estimate | None]] = {}
@@ -203,10 +206,15 @@ def _rerank(
             known[e.layout][i] = e
     rows, rejected = [], []
     for layout in order:
-        try:
-            step = hetero_dp(model, groups, layout, workload, split, a, tuple(known[layout]))
-        except ValueError as error:
-            rejected.append((layout, str(error)))
+        if layout not in seen:
+            try:
+                seen[layout] = hetero_dp(model, groups, layout, workload, split, a,
+                                         tuple(known[layout]))  # fmt: skip
+            except ValueError as error:
+                seen[layout] = str(error)
+        step = seen[layout]
+        if isinstance(step, str):
+            rejected.append((layout, step))
             continue
         if not step.fits:
             short = [t for t in step.types if not t.fits]

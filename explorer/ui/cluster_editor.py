@@ -67,7 +67,7 @@ def render() -> None:
     state = st.session_state
     groups = tuple(tuple(g) for g in state.get(GROUPS, ()))
     if state.get(SEEN) != groups or ROWS not in state:
-        _seed(groups)  # type: ignore[arg-type]
+        _seed(groups)
     gpus = dict(cached.gpu_choices())
     with st.expander("Mixed cluster and stragglers", expanded=bool(groups)):
         st.caption("Groups of one GPU type each; the Meshes page ranks layouts on them. "
