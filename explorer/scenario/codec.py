@@ -256,6 +256,7 @@ def to_dict(scenario: Scenario) -> dict[str, Any]:
     data["calibration"] = dict(scenario.calibration)
     for group in ("search", "layout"):  # tuples (choices, recompute modules) as JSON lists
         data[group] = {k: list(v) if isinstance(v, tuple) else v for k, v in data[group].items()}
+    data["mixed"]["groups"] = [list(g) for g in scenario.mixed.groups]
     return data
 
 
