@@ -66,3 +66,28 @@ def test_an_unknown_gpu_and_a_layout_the_groups_cannot_hold_are_one_sentence_eac
     assert not at.exception
     infos = [str(i.value) for i in at.info if "current layout on the mixed cluster" in str(i.value)]
     assert len(infos) == 1 and infos[0].count(".") >= 1 and "\n" not in infos[0]
+
+
+def test_a_json_report_with_a_mixed_cluster_loads_back_into_the_editor():
+    from dataclasses import replace
+
+    from explorer.report import build_report
+    from explorer.report.json_io import load_report_json, report_json
+    from explorer.scenario import MixedInputs, Scenario, StragglerInputs
+    from explorer.ui.state import state_from_scenario
+
+    scenario = replace(
+        Scenario(),
+        mixed=MixedInputs(groups=(("h100-sxm", 8, 4), ("a100-80g", 8, 4)), split="speed"),
+        straggler=StragglerInputs(slowdown_pct=15.0, where="pp-stage", stage=2),
+    )
+    loaded = load_report_json(report_json(build_report(scenario)))
+    at = _run({})
+    for name, value in state_from_scenario(loaded).items():  # what the Report page's load does
+        at.session_state[name] = value
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"] == scenario
+    assert at.selectbox(key="cluster_editor_gpu_1").value == "a100-80g"
+    assert at.number_input(key="cluster_editor_nodes_1").value == 4
+    assert at.number_input(key="in_slow").value == 15.0
