@@ -36,6 +36,7 @@ from functools import reduce
 
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAssumptions
 from explorer.hetero import BatchSplit, HeteroStep, _on, hetero_dp
+from explorer.limits import MAX_GPUS
 from explorer.mesh import SearchSpace
 from explorer.search import SearchResult, search
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
@@ -154,6 +155,9 @@ def mixed_search(
         raise ValueError(f"ranked must be at least 1, got {ranked}")
     merged = merge_groups(groups)
     world = sum(_gpus(g) for g in merged)
+    if world > MAX_GPUS:
+        raise ValueError(f"the mixed cluster has {world:,} GPUs, more than this tool's limit of "
+                         f"{MAX_GPUS:,}")  # fmt: skip
     sized = tuple(_on(g, world) for g in merged)
     chosen = _mixed_space(space or SearchSpace(), merged)
     # Even split: the slowest type's search alone bounds what it leaves out (max_g >= any g),

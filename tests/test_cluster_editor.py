@@ -91,3 +91,11 @@ def test_a_json_report_with_a_mixed_cluster_loads_back_into_the_editor():
     assert at.selectbox(key="cluster_editor_gpu_1").value == "a100-80g"
     assert at.number_input(key="cluster_editor_nodes_1").value == 4
     assert at.number_input(key="in_slow").value == 15.0
+
+
+def test_an_empty_group_from_a_link_is_one_error_on_the_meshes_page():
+    at = _run({**SMALL, "mixed": "h100-sxm:8:0"})
+    at.switch_page(MESHES).run()
+    assert not at.exception
+    errors = [str(e.value) for e in at.error]
+    assert len(errors) == 1 and "no GPUs" in errors[0] and "\n" not in errors[0]

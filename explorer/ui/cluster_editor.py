@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from explorer.limits import MAX_LAYERS, limit
 from explorer.scenario import Scenario, resolve_mixed, resolve_straggler
 from explorer.ui import cached
 from explorer.ui.assumptions import estimate_assumptions
@@ -80,8 +81,9 @@ def render() -> None:
                 st.warning(f"Unknown GPU {given!r} in group {i + 1}; showing {next(iter(gpus))}.")
             gpu = a.selectbox(f"GPU {i + 1}", list(gpus), key=_row_key("gpu", i),
                               format_func=gpus.__getitem__)  # fmt: skip
-            per = b.number_input("per node", min_value=1, max_value=72, key=_row_key("per", i))
-            nodes = c.number_input("nodes", min_value=1, max_value=4096,
+            per = b.number_input("per node", min_value=0, max_value=limit("gpus_per_node"),
+                                 key=_row_key("per", i))  # fmt: skip
+            nodes = c.number_input("nodes", min_value=0, max_value=limit("num_nodes"),
                                    key=_row_key("nodes", i))  # fmt: skip
             rows.append((str(gpu), int(per), int(nodes)))
         left, right = st.columns(2)
@@ -94,7 +96,7 @@ def render() -> None:
                         key=key("slow"), help="Extra time of the slow part; 0: none.")  # fmt: skip
         w, s = st.columns(2)
         w.selectbox("Where", list(WHERE), key=key("slow_where"), format_func=WHERE.__getitem__)
-        s.number_input("Pipeline rank", min_value=0, max_value=1000, key=key("slow_stage"))
+        s.number_input("Pipeline rank", min_value=0, max_value=MAX_LAYERS, key=key("slow_stage"))
     built = tuple(rows)
     state[GROUPS], state[SEEN] = built, built
 
