@@ -33,9 +33,10 @@ import math
 import time
 from dataclasses import dataclass, replace
 from functools import reduce
+from typing import Literal
 
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAssumptions
-from explorer.hetero import BatchSplit, HeteroStep, _on, hetero_dp
+from explorer.hetero import BatchSplit, HeteroStep, _on, hetero_dp, hetero_pp
 from explorer.limits import MAX_GPUS
 from explorer.mesh import SearchSpace
 from explorer.search import SearchResult, search
@@ -63,6 +64,8 @@ class MixedRow:
     hetero: HeteroStep
     """Per GPU type: replicas, micro-batches, step, peak bytes, fits."""
     tokens_per_s: float
+    placement: tuple[int, ...] | None = None
+    """Group of each pipeline rank (a pipeline across types), else None."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +86,8 @@ class MixedSearch:
     searched: int
     """Layouts each type's search ranked (K)."""
     elapsed_s: float
+    mode: Literal["dp", "pp"] = "dp"
+    """dp: data parallel across the types; pp: pipeline ranks on different types."""
 
 
 def merge_groups(groups: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, ...]:
@@ -232,6 +237,123 @@ def _rerank(
 
 
 # ---------------------------------------------------------------------------------------------
+# A pipeline across the types.
+
+ONE_STAGE_PER_RANK = ("dualpipe", "zb-v", "dualpipev")
+"""Schedules ``hetero_pp`` does not take (two model stages per rank)."""
+
+
+def contiguous_placement(groups: tuple[ClusterSpec, ...], layout: Layout) -> tuple[int, ...]:
+    """Pipeline ranks on the groups in their order, each group holding n_g / (TP x CP x DP)
+    ranks; ValueError (one sentence) when a group does not hold a whole number of ranks."""
+    per_rank = layout.tp * layout.cp * layout.dp
+    counts = [_gpus(g) // per_rank for g in groups]
+    if any(_gpus(g) % per_rank for g in groups) or sum(counts) != layout.pp or 0 in counts:
+        raise ValueError(
+            f"groups of {[_gpus(g) for g in groups]} GPUs do not hold whole pipeline ranks of "
+            f"tp x cp x dp = {per_rank} GPUs, one type per rank, pp = {layout.pp} in all"
+        )
+    return tuple(i for i, n in enumerate(counts) for _ in range(n))
+
+
+def mixed_step(
+    model: ModelSpec, groups: tuple[ClusterSpec, ...], layout: Layout,
+    workload: TrainingWorkload, mode: Literal["dp", "pp"] = "dp", split: BatchSplit = "even",
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+) -> HeteroStep:  # fmt: skip
+    """One layout on the mixed cluster: data parallel across the types (``hetero_dp``) or its
+    pipeline ranks on the types in the groups' order (``hetero_pp``); ValueError (one
+    sentence) when the groups cannot hold it."""
+    merged = merge_groups(groups)
+    if mode == "dp":
+        return hetero_dp(model, merged, layout, workload, split, assumptions)
+    return hetero_pp(model, merged, contiguous_placement(merged, layout), layout, workload,
+                     assumptions)  # fmt: skip
+
+
+def pipeline_search(
+    model: ModelSpec,
+    groups: tuple[ClusterSpec, ...],
+    workload: TrainingWorkload,
+    *,
+    space: SearchSpace | None = None,
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    ranked: int = 10,
+) -> MixedSearch:
+    """Layouts whose pipeline ranks lie on different types (the groups' order, layers balanced
+    by ``explorer.hetero.hetero_pp``), ranked among the K fastest of each type's own search.
+
+    Not certain: a balanced split across types has no lower bound from one type's step (the
+    even split a type's search times may be slower than a balanced one), so the result says
+    ``certain`` False unless the cluster is one type (then it is today's search).
+    Raises ValueError (one sentence) as ``mixed_search`` does.
+    """
+    start = time.perf_counter()
+    merged = merge_groups(groups)
+    if len(merged) == 1:
+        return replace(mixed_search(model, merged, workload, space=space,
+                                    assumptions=assumptions, ranked=ranked), mode="pp")  # fmt: skip
+    world = sum(_gpus(g) for g in merged)
+    if world > MAX_GPUS:
+        raise ValueError(f"the mixed cluster has {world:,} GPUs, more than this tool's limit of "
+                         f"{MAX_GPUS:,}")  # fmt: skip
+    base = space or SearchSpace()
+    schedules = tuple(x for x in base.schedules if x not in ONE_STAGE_PER_RANK) or ("1f1b",)
+    pps = tuple(d for d in range(len(merged), world + 1)
+                if world % d == 0 and (base.pp_values is None or d in base.pp_values))  # fmt: skip
+    if not pps:
+        raise ValueError(f"no pipeline degree asked for is at least {len(merged)}, one per type")
+    tps = _mixed_space(replace(base, pp_values=None), merged).tp_values
+    chosen = replace(base, schedules=schedules, max_virtual=1, pp_values=pps, tp_values=tps)
+    k = max(2 * ranked, 20)
+    rows: list[MixedRow] = []
+    rejected: list[tuple[Layout, str]] = []
+    seen: set[Layout] = set()
+    # Layouts near a type's memory often do not fit once the faster type takes more layers:
+    # K doubles until ``ranked`` fit or K reaches MAX_K.
+    while True:
+        _pipelines(model, merged, workload, chosen, assumptions, k, rows, rejected, seen)
+        if len(rows) >= ranked or k >= MAX_K:
+            break
+        k *= 2
+    rows.sort(key=lambda r: r.step_s)
+    return MixedSearch(
+        groups=merged, split="even", rows=tuple(rows[:ranked]), rejected=tuple(rejected),
+        bound_s=0.0, certain=False, searched=k, elapsed_s=time.perf_counter() - start,
+        mode="pp",
+    )  # fmt: skip
+
+
+def _pipelines(
+    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
+    chosen: SearchSpace, assumptions: EstimateAssumptions, k: int, rows: list[MixedRow],
+    rejected: list[tuple[Layout, str]], seen: set[Layout],
+) -> None:  # fmt: skip
+    """Time on the mixed pipeline every layout of the types' K fastest not seen yet."""
+    world = sum(_gpus(g) for g in merged)
+    for c in (_on(g, world) for g in merged):
+        result = search(model, c, workload, num_gpus=world, space=chosen, ranked=k,
+                        assumptions=assumptions)  # fmt: skip
+        for e in result.estimates:
+            if e.layout in seen:
+                continue
+            seen.add(e.layout)
+            try:
+                placement = contiguous_placement(merged, e.layout)
+                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions)
+            except ValueError as error:
+                rejected.append((e.layout, str(error)))
+                continue
+            if not step.fits:
+                rejected.append((e.layout, "; ".join(f"needs {t.peak_bytes / GiB:.1f} GiB on "
+                                 f"the {t.gpu}" for t in step.types if not t.fits)))  # fmt: skip
+                continue
+            tokens = workload.global_batch_size * workload.seq_len / step.step_s
+            rows.append(MixedRow(layout=e.layout, step_s=step.step_s, hetero=step,
+                                 tokens_per_s=tokens, placement=placement))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
 # A straggler.
 
 
@@ -330,12 +452,14 @@ def mixed_search_dict(found: MixedSearch) -> dict[str, object]:
         "bound_s": found.bound_s if math.isfinite(found.bound_s) else None,
         "searched_per_type": found.searched,
         "elapsed_s": found.elapsed_s,
+        "mode": found.mode,
         "layouts": [
             {
                 **layout_dict(r.layout),
                 "step_time_s": r.step_s,
                 "tokens_per_s": r.tokens_per_s,
-                "mixed": hetero_dict(r.hetero, "dp", found.split),
+                "mixed": hetero_dict(r.hetero, found.mode, found.split),
+                "placement": list(r.placement) if r.placement else None,
             }
             for r in found.rows
         ],

@@ -8,8 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from explorer.hetero import hetero_dp
-from explorer.hetero_search import merge_groups, mixed_search, straggler_search
+from explorer.hetero import hetero_dp, hetero_pp
+from explorer.hetero_search import (
+    contiguous_placement,
+    merge_groups,
+    mixed_search,
+    pipeline_search,
+    straggler_search,
+)
 from explorer.mesh import SearchSpace
 from explorer.presets import load_cluster, load_model
 from explorer.scenario import (
@@ -88,6 +94,30 @@ def test_a_slow_replica_slows_every_ranked_step_and_the_top_gets_a_mitigation():
     assert slow.top is not None and slow.top.step_s == slow.rows[0].step_s
     if slow.rows[0].layout.dp > 1:  # the slow replica takes fewer micro-batches
         assert slow.top.mitigations and slow.top.mitigations[0].name == "uneven-batch"
+
+
+def test_a_pipeline_across_types_gives_the_faster_type_more_layers_and_is_hetero_pp():
+    found = pipeline_search(MODEL, (H100, A100), WORKLOAD, space=SPACE, ranked=2)
+    assert found.mode == "pp" and not found.certain and found.rows
+    for r in found.rows:
+        assert r.placement == contiguous_placement((H100, A100), r.layout)
+        half = r.layout.pp // 2  # 16 GPUs per group: half the ranks on each
+        assert r.placement == (0,) * half + (1,) * half
+        layers = r.hetero.stage_layers
+        assert layers is not None and sum(layers) == MODEL.num_hidden_layers
+        assert min(layers[:half]) > max(layers[half:])  # the H100 ranks hold more
+        again = hetero_pp(MODEL, (H100, A100), r.placement, r.layout, WORKLOAD)
+        assert again.step_s == r.step_s and again.fits
+    one = pipeline_search(MODEL, (H100, H100), WORKLOAD, space=SPACE, ranked=2)
+    today = search(MODEL, load_cluster("hgx-h100", 4), WORKLOAD, space=SPACE, ranked=2)
+    assert [r.layout for r in one.rows] == [e.layout for e in today.estimates] and one.certain
+
+
+def test_a_placement_the_groups_cannot_hold_is_one_sentence():
+    from explorer.specs import Layout
+
+    with pytest.raises(ValueError, match="do not hold whole pipeline ranks"):
+        contiguous_placement((H100, A100), Layout(tp=8, pp=1, dp=4))
 
 
 MIXED = replace(

@@ -186,7 +186,8 @@ def with_hetero(scenario: Scenario, args: argparse.Namespace) -> Scenario:
             (cluster_entry(name).gpu_id, load_cluster(name).gpus_per_node, nodes)
             for name, nodes in parse_groups(args.mixed_groups)
         )
-        scenario = replace(scenario, mixed=MixedInputs(groups=groups, split=args.mixed_split))
+        mixed = MixedInputs(groups=groups, split=args.mixed_split, mode=args.mixed_mode)
+        scenario = replace(scenario, mixed=mixed)
     if getattr(args, "straggler_slowdown", None) is not None:
         slow = StragglerInputs(
             slowdown_pct=100 * args.straggler_slowdown, where=args.straggler_where,

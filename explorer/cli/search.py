@@ -97,7 +97,14 @@ def add_mixed_search(parser: argparse.ArgumentParser) -> None:
         default="even",
         help="data-parallel batch split over the types: even, or by speed",
     )
-    add_straggler(parser)  # fmt: skip
+    group.add_argument(
+        "--mixed-mode",
+        choices=("dp", "pp"),
+        default="dp",
+        help="dp: data parallel across the types; pp: pipeline ranks on the types in the "
+        "groups' order, layers balanced",
+    )
+    add_straggler(parser)
 
 
 def mixed_search_result(args: argparse.Namespace, model, workload, space, assumptions) -> dict:
@@ -107,6 +114,7 @@ def mixed_search_result(args: argparse.Namespace, model, workload, space, assump
     from explorer.hetero_search import (
         mixed_search,
         mixed_search_dict,
+        pipeline_search,
         straggler_search,
         straggler_search_dict,
     )
@@ -118,8 +126,12 @@ def mixed_search_result(args: argparse.Namespace, model, workload, space, assump
         if straggler is not None:
             raise ValueError("give --mixed-groups or --straggler-slowdown, not both")
         groups = tuple(load_cluster(n, k) for n, k in parse_groups(args.mixed_groups))
-        found = mixed_search(model, groups, workload, split=args.mixed_split, space=space,
-                             assumptions=assumptions, ranked=args.top)  # fmt: skip
+        if args.mixed_mode == "pp":
+            found = pipeline_search(model, groups, workload, space=space,
+                                    assumptions=assumptions, ranked=args.top)  # fmt: skip
+        else:
+            found = mixed_search(model, groups, workload, split=args.mixed_split, space=space,
+                                 assumptions=assumptions, ranked=args.top)  # fmt: skip
         out["mixed"] = mixed_search_dict(found)
     elif straggler is not None:
         cluster = cluster_from(args, args.gpus)
@@ -234,7 +246,9 @@ def _mixed_search_lines(result: dict) -> list[str]:
         kinds = " + ".join(f"{g['num_nodes']} x {g['gpus_per_node']} {g['gpu']}"
                            for g in mixed["groups"])  # fmt: skip
         sure = "exact" if mixed["certain"] else "not certain (more layouts may be faster)"
-        lines.append(f"  on the mixed cluster {kinds}, {mixed['split']} batch split "
+        how = ("pipeline across the types" if mixed["mode"] == "pp"
+               else f"{mixed['split']} batch split")  # fmt: skip
+        lines.append(f"  on the mixed cluster {kinds}, {how} "
                      f"({sure}, {mixed['elapsed_s']:.2f} s):")  # fmt: skip
         for rank, row in enumerate(mixed["layouts"], start=1):
             per = ", ".join(f"{t['gpu']} {t['replicas']} x {t['microbatches']} mb"

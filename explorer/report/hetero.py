@@ -12,7 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.hetero import hetero_dict, hetero_dp
+from explorer.hetero import hetero_dict
+from explorer.hetero_search import mixed_step
 from explorer.report.tables import Section, Table
 from explorer.report.training import TrainingCase
 from explorer.scenario import Scenario, resolve_mixed, resolve_straggler
@@ -30,34 +31,39 @@ def hetero_parts(
     if groups:
         split = scenario.mixed.split
         kinds = " + ".join(f"{g.num_nodes} × {g.gpus_per_node} {g.gpu.name}" for g in groups)
+        mode = scenario.mixed.mode
+        across = "data parallel across" if mode == "dp" else "with its pipeline ranks on"
         try:
-            step = hetero_dp(case.model, groups, case.layout, case.workload, split,
-                             case.assumptions)  # fmt: skip
+            step = mixed_step(case.model, groups, case.layout, case.workload, mode, split,
+                              case.assumptions)  # fmt: skip
         except ValueError as error:
             sections.append(Section("mixed", "Mixed cluster", paragraphs=(
-                f"On the mixed cluster {kinds} the chosen layout cannot run data parallel "
-                f"across the types: {error}.",)))  # fmt: skip
+                f"On the mixed cluster {kinds} the chosen layout cannot run {across} "
+                f"the types: {error}.",)))  # fmt: skip
             results["mixed"] = {"error": str(error)}
         else:
             frame = pd.DataFrame(
                 [(t.gpu, t.replicas, t.microbatches, t.step_s, t.peak_bytes / GiB, t.fits)
                  for t in step.types],
-                columns=["GPU", "replicas", "micro-batches per replica", "step alone (s)",
-                         "peak (GiB)", "fits"],
+                columns=["GPU", "replicas" if mode == "dp" else "pipeline ranks",
+                         "micro-batches per replica", "step alone (s)" if mode == "dp"
+                         else "step (s)", "peak (GiB)", "fits"],
             )  # fmt: skip
             today = case.estimate.step_time_s
+            how = (f"data parallel across the types with the batch split "
+                   f"{'evenly' if split == 'even' else 'in proportion to speed'}"
+                   if mode == "dp" else "its pipeline ranks on the types in the groups' order "
+                   f"(layers per rank {','.join(map(str, step.stage_layers or ()))})")  # fmt: skip
             text = (
-                f"On the mixed cluster {kinds}, data parallel across the types with the batch "
-                f"split {'evenly' if split == 'even' else 'in proportion to speed'}, the step "
-                f"takes {step.step_s:.3f} s (the slowest replica's), against {today:.3f} s on "
-                f"the cluster above; "
+                f"On the mixed cluster {kinds}, {how}, the step takes {step.step_s:.3f} s, "
+                f"against {today:.3f} s on the cluster above; "
                 + ("every GPU type holds its share." if step.fits
                    else "some GPU type does not hold its share (see the table).")
             )  # fmt: skip
-            sections.append(Section("mixed", "Mixed cluster", paragraphs=(text,),
-                                    tables=(Table("Per GPU type", frame, {"peak (GiB)": "{:.1f}",
-                                            "step alone (s)": "{:.3f}"}),)))  # fmt: skip
-            results["mixed"] = hetero_dict(step, "dp", split)
+            formats = {"peak (GiB)": "{:.1f}", "step alone (s)": "{:.3f}", "step (s)": "{:.3f}"}
+            table = Table("Per GPU type", frame, formats)
+            sections.append(Section("mixed", "Mixed cluster", paragraphs=(text,), tables=(table,)))
+            results["mixed"] = hetero_dict(step, mode, split)
     straggler = resolve_straggler(scenario.straggler)
     if straggler is not None:
         try:

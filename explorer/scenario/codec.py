@@ -105,6 +105,7 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "measured_peak": ("", "measured_peak_gib"),
     "mixed": ("mixed", "groups"),
     "mixed_split": ("mixed", "split"),
+    "mixed_mode": ("mixed", "mode"),
     "slow": ("straggler", "slowdown_pct"),
     "slow_where": ("straggler", "where"),
     "slow_stage": ("straggler", "stage"),

@@ -188,6 +188,9 @@ class MixedInputs:
     """(GPU preset id, GPUs per node, nodes) per group, in order."""
     split: Literal["even", "speed"] = "even"
     """Data-parallel batch split over the types: even, or in proportion to speed."""
+    mode: Literal["dp", "pp"] = "dp"
+    """dp: data parallel across the types; pp: pipeline ranks on the types in the groups'
+    order, layers balanced by speed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

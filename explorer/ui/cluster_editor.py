@@ -89,6 +89,10 @@ def render() -> None:
         left, right = st.columns(2)
         left.button("Add group", on_click=_add, disabled=state[ROWS] >= MAX_GROUPS)
         right.button("Remove last", on_click=_remove, disabled=state[ROWS] == 0)
+        st.radio("Across the types", ("dp", "pp"), key=key("mixed_mode"), horizontal=True,
+                 format_func={"dp": "data parallel", "pp": "pipeline"}.__getitem__,
+                 help="Data parallel: each replica inside one group. Pipeline: pipeline ranks "
+                 "on the groups in order, layers balanced by speed.")  # fmt: skip
         st.radio("Batch split", ("even", "speed"), key=key("mixed_split"), horizontal=True,
                  help="Data parallel across the types: the same micro-batches on every "
                  "replica, or in proportion to each type's speed.")  # fmt: skip
@@ -106,23 +110,25 @@ def render() -> None:
 
 @st.cache_data(max_entries=8, show_spinner="Ranking layouts on the mixed cluster…")
 def _mixed_search(scenario: Scenario) -> MixedSearch:
-    from explorer.hetero_search import mixed_search
+    from explorer.hetero_search import mixed_search, pipeline_search
 
-    return mixed_search(
-        cached.model(scenario.model), resolve_mixed(scenario.mixed), scenario.training_spec(),
-        split=scenario.mixed.split, space=scenario.search_space(),
-        assumptions=estimate_assumptions(scenario.assumption_overrides()),
-        ranked=min(scenario.search.ranked, 10),
-    )  # fmt: skip
+    model, groups = cached.model(scenario.model), resolve_mixed(scenario.mixed)
+    assumptions = estimate_assumptions(scenario.assumption_overrides())
+    ranked, space = min(scenario.search.ranked, 10), scenario.search_space()
+    if scenario.mixed.mode == "pp":
+        return pipeline_search(model, groups, scenario.training_spec(), space=space,
+                               assumptions=assumptions, ranked=ranked)  # fmt: skip
+    return mixed_search(model, groups, scenario.training_spec(), split=scenario.mixed.split,
+                        space=space, assumptions=assumptions, ranked=ranked)  # fmt: skip
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _current(scenario: Scenario) -> HeteroStep:
-    from explorer.hetero import hetero_dp
+    from explorer.hetero_search import mixed_step
 
-    return hetero_dp(
+    return mixed_step(
         cached.model(scenario.model), resolve_mixed(scenario.mixed), scenario.layout_spec(),
-        scenario.training_spec(), scenario.mixed.split,
+        scenario.training_spec(), scenario.mixed.mode, scenario.mixed.split,
         estimate_assumptions(scenario.assumption_overrides()),
     )  # fmt: skip
 
@@ -167,13 +173,15 @@ def _mixed_results(scenario: Scenario) -> None:
     kinds = " + ".join(f"{g.num_nodes} × {g.gpus_per_node} {g.gpu.name}" for g in found.groups)
     sure = ("exactly the fastest" if found.certain
             else "the fastest among those each type's search ranked (not certain)")  # fmt: skip
-    st.caption(f"{kinds}, batch split {found.split}: {len(found.rows)} layouts, {sure}.")
+    how = "pipeline across the types" if found.mode == "pp" else f"batch split {found.split}"
+    st.caption(f"{kinds}, {how}: {len(found.rows)} layouts, {sure}.")
     if found.rows:
         frame = pd.DataFrame([{
             "tp": r.layout.tp, "pp": r.layout.pp, "dp": r.layout.dp, "cp": r.layout.cp,
             "zero": r.layout.zero, "mbs": r.layout.micro_batch_size,
             "recompute": r.layout.recompute, "schedule": r.layout.schedule,
             "step (s)": r.step_s,
+            "layers per rank": ",".join(map(str, r.hetero.stage_layers or ())) or "as set",
             "per type": ", ".join(f"{t.gpu}: {t.replicas} × {t.microbatches} mb, "
                                   f"{t.peak_bytes / GiB:.1f} GiB" for t in r.hetero.types),
         } for r in found.rows])  # fmt: skip
