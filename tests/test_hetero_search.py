@@ -40,9 +40,10 @@ SPACE = SearchSpace(schedules=("1f1b",), zero_stages=(1,), recomputes=("selectiv
 H100, A100 = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
 
 
-def test_a_homogeneous_mixed_cluster_ranks_todays_search_top():
+@pytest.mark.parametrize("split", ["even", "speed"])
+def test_a_homogeneous_mixed_cluster_ranks_todays_search_top(split):
     today = search(MODEL, load_cluster("hgx-h100", 4), WORKLOAD, space=SPACE, ranked=5)
-    mixed = mixed_search(MODEL, (H100, H100), WORKLOAD, space=SPACE, ranked=5)
+    mixed = mixed_search(MODEL, (H100, H100), WORKLOAD, split=split, space=SPACE, ranked=5)
     assert len(mixed.groups) == 1 and mixed.groups[0].num_nodes == 4 and mixed.certain
     assert [r.layout for r in mixed.rows] == [e.layout for e in today.estimates]
     assert [r.step_s for r in mixed.rows] == [e.step_time_s for e in today.estimates]
