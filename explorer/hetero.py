@@ -4,9 +4,10 @@ A mixed cluster is a tuple of homogeneous groups (``ClusterSpec``: one GPU type,
 links). Two placements:
 - data parallel across types (``hetero_dp``): every replica (TP x PP x CP GPUs) lies inside one
   group; replicas meet at the gradient reduction, so the step is the slowest replica's. The
-  batch is split evenly (M micro-batches each) or in proportion to speed (per-type counts with
-  the shortest synchronous step; gradients weighed by tokens), as heterogeneity-aware
-  schedulers do (e.g. Jia et al. 2022, "Whale", USENIX ATC; Li et al. 2023, "HexiScale").
+  batch is split evenly (M micro-batches each) or in proportion to speed (each type's
+  micro-batches per second at the even count; integer counts by min-max water-filling;
+  gradients weighed by tokens), as heterogeneity-aware schedulers do (e.g. Jia et al. 2022,
+  "Whale", USENIX ATC; Li et al. 2023, "HexiScale").
 - pipeline stages on different types (``hetero_pp``): pipeline rank r on group g_r; layers
   split so that each rank's cycle (its layers x its type's per-layer time, plus the embedding
   or head it holds) is balanced, min-max (``explorer.straggler.speed_split``'s water-filling on
@@ -30,7 +31,7 @@ from explorer.estimate import (
     estimate,
     time_step,
 )
-from explorer.memory.training import microbatch_count
+from explorer.memory.training import microbatch_count, training_memory
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 
 BatchSplit = Literal["even", "speed"]
@@ -97,20 +98,18 @@ def _step(est: Estimate, microbatches: int, a: EstimateAssumptions) -> float:
 def _speed_counts(
     ests: list[Estimate], replicas: tuple[int, ...], total: int, a: EstimateAssumptions
 ) -> tuple[int, ...]:
-    """Most micro-batches on one replica of each type, the ``total`` over all replicas split
-    with the shortest slowest step: one micro-batch at a time to the type that ends it first,
-    spread over its replicas (they differ by at most one; min-max water-filling)."""
-    memo: dict[tuple[int, int], float] = {}
-
-    def step(i: int, per_replica: int) -> float:
-        if (i, per_replica) not in memo:
-            memo[i, per_replica] = _step(ests[i], per_replica, a)
-        return memo[i, per_replica]
-
-    sums = list(replicas)  # at least one each
-    for _ in range(total - sum(replicas)):
-        open_ = [i for i, r in enumerate(replicas) if r]
-        best = min(open_, key=lambda i: step(i, math.ceil((sums[i] + 1) / replicas[i])))
+    """Most micro-batches on one replica of each type: the ``total`` over all replicas split in
+    proportion to each type's speed, micro-batches per second of one replica at the even count
+    (m / its even step), as integers with the least slowest count / speed (min-max
+    water-filling); a type's replicas differ by at most one. Two pipeline timings per type."""
+    speeds = [e.microbatches / _step(e, e.microbatches, a) if r else 0.0
+              for e, r in zip(ests, replicas, strict=True)]  # fmt: skip
+    weight = sum(r * v for r, v in zip(replicas, speeds, strict=True))
+    sums = [max(r, math.floor(total * r * v / weight)) if r else 0
+            for r, v in zip(replicas, speeds, strict=True)]  # fmt: skip
+    open_ = [i for i, r in enumerate(replicas) if r]
+    for _ in range(total - sum(sums)):
+        best = min(open_, key=lambda i: math.ceil((sums[i] + 1) / replicas[i]) / speeds[i])
         sums[best] += 1
     return tuple(math.ceil(s / r) if r else 0 for s, r in zip(sums, replicas, strict=True))
 
@@ -122,25 +121,35 @@ def hetero_dp(
     workload: TrainingWorkload,
     split: BatchSplit = "even",
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    known: tuple[Estimate | None, ...] | None = None,
 ) -> HeteroStep:
     """Data parallel across GPU types: each group's replicas timed on its GPU, the batch split
     evenly or by speed, the step the slowest replica's, s; memory per type.
 
+    ``known`` may hold, per group, the estimate of ``layout`` on ``_on(group, world)`` already
+    made (the mixed search's); None entries are estimated here.
     Raises ValueError (one sentence) when the groups do not hold the layout's replicas.
     Source: module docstring.
     """
     replicas = _replicas(groups, layout)
     m = microbatch_count(layout, workload)
-    ests = [estimate(model, _on(g, layout.world_size), layout, workload, assumptions)
-            for g in groups]  # fmt: skip
+    given = known or (None,) * len(groups)
+    ests = [e or estimate(model, _on(g, layout.world_size), layout, workload, assumptions)
+            for g, e in zip(groups, given, strict=True)]  # fmt: skip
     counts = (m,) * len(groups)
     if split == "speed":
         counts = _speed_counts(ests, replicas, m * layout.dp, assumptions)
     types = []
     for g, est, r, k in zip(groups, ests, replicas, counts, strict=True):
         share = replace(workload, global_batch_size=k * layout.dp * layout.micro_batch_size)
-        memory = est.memory if k == m else estimate(model, _on(g, layout.world_size), layout,
-                                                    share, assumptions).memory  # fmt: skip
+        sized = _on(g, layout.world_size)  # the estimate's own memory call, at k micro-batches
+        memory = (
+            est.memory
+            if k == m
+            else training_memory(
+                model, sized.gpu, layout, share, assumptions.memory, domain_size=sized.domain_size
+            )
+        )
         types.append(TypeStep(gpu=g.gpu.name, replicas=r, microbatches=k,
                               step_s=_step(est, k, assumptions), peak_bytes=memory.peak_bytes,
                               fits=memory.fits))  # fmt: skip

@@ -300,3 +300,21 @@ def straggler_dict(cost: StragglerCost) -> dict[str, object]:
             {"name": m.name, "step_time_s": m.step_s, "detail": m.detail} for m in cost.mitigations
         ],
     }
+
+
+def straggler_sentence(cost: StragglerCost) -> str:
+    """One sentence: what the straggler costs and the fastest mitigation (or that none helps)."""
+    s = cost.straggler
+    where = {"dp": "one data-parallel replica", "pp-stage": f"pipeline rank {s.stage}",
+             "link": f"the {s.axis} links of pipeline rank {s.stage}"}[s.where]  # fmt: skip
+    head = (
+        f"With {where} {s.slowdown:.0%} slower the step takes {cost.step_s:.3f} s instead of "
+        f"{cost.baseline_step_s:.3f} s ({cost.cost_fraction:+.1%})"
+    )
+    if not cost.mitigations:
+        return head + "; no mitigation the tool knows shortens it."
+    best = cost.mitigations[0]
+    return (
+        f"{head}; the best mitigation, {best.name}, ({best.detail}) brings it to "
+        f"{best.step_s:.3f} s."
+    )

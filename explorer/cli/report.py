@@ -86,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     held = ("etp", "grad_dtype", "bf16_layers_at_start", "bf16_layers_at_end")
     dests = tuple(d for d in LAYOUT_DESTS + WORKLOAD_DESTS if d not in held)
     add_import(parser, dests)
+    from explorer.cli.search import add_mixed_search
+
+    add_mixed_search(parser)  # the mixed cluster and straggler sections
 
 
 # ------------------------------------------------------------------------------ scenario
@@ -170,7 +173,31 @@ def base_scenario(args: argparse.Namespace) -> Scenario:
         scenario = replace(scenario, layout=layout_inputs(args))
     scenario = replace(scenario, search=SearchInputs(**space_choices(args)))
     scenario = calibrated(scenario, args)
+    scenario = with_hetero(scenario, args)
     return from_dict(to_dict(scenario))  # pydantic checks every field's bounds
+
+
+def with_hetero(scenario: Scenario, args: argparse.Namespace) -> Scenario:
+    """``scenario`` with the mixed cluster (cluster presets as GPU x per node x nodes) and the
+    straggler (fraction as percent) the flags give."""
+    from explorer.hetero import parse_groups
+    from explorer.presets import cluster_entry, load_cluster
+    from explorer.scenario import MixedInputs, StragglerInputs
+
+    if getattr(args, "mixed_groups", None) is not None:
+        groups = tuple(
+            (cluster_entry(name).gpu_id, load_cluster(name).gpus_per_node, nodes)
+            for name, nodes in parse_groups(args.mixed_groups)
+        )
+        mixed = MixedInputs(groups=groups, split=args.mixed_split, mode=args.mixed_mode)
+        scenario = replace(scenario, mixed=mixed)
+    if getattr(args, "straggler_slowdown", None) is not None:
+        slow = StragglerInputs(
+            slowdown_pct=100 * args.straggler_slowdown, where=args.straggler_where,
+            stage=args.straggler_stage, axis=args.straggler_axis,
+        )  # fmt: skip
+        scenario = replace(scenario, straggler=slow)
+    return scenario
 
 
 def calibrated(scenario: Scenario, args: argparse.Namespace) -> Scenario:

@@ -85,6 +85,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the workload, model, GPU count and memory recipe (the search picks layouts)",
     )
     add_cost(parser, training=False)
+    add_mixed_search(parser)
+
+
+def add_mixed_search(parser: argparse.ArgumentParser) -> None:
+    """``--mixed-groups``/``--mixed-split`` and ``--straggler-*``: the search re-ranked on a
+    mixed cluster or with a straggler (explorer.hetero_search)."""
+    from explorer.cli.estimate import add_straggler
+
+    group = parser.add_argument_group("mixed cluster")
+    group.add_argument(
+        "--mixed-groups",
+        default=None,
+        metavar="PRESET:NODES,...",
+        help="rank layouts on cluster presets mixed, e.g. hgx-h100:4,dgx-a100:4",
+    )
+    group.add_argument(
+        "--mixed-split",
+        choices=("even", "speed"),
+        default="even",
+        help="data-parallel batch split over the types: even, or by speed",
+    )
+    group.add_argument(
+        "--mixed-mode",
+        choices=("dp", "pp"),
+        default="dp",
+        help="dp: data parallel across the types; pp: pipeline ranks on the types in the "
+        "groups' order, layers balanced",
+    )
+    add_straggler(parser)
+
+
+def mixed_search_result(args: argparse.Namespace, model, workload, space, assumptions) -> dict:
+    """The ``mixed`` and ``straggler`` objects the flags ask for (none without the flags)."""
+    from explorer.cli.estimate import straggler_from
+    from explorer.hetero import parse_groups
+    from explorer.hetero_search import (
+        mixed_search,
+        mixed_search_dict,
+        pipeline_search,
+        straggler_search,
+        straggler_search_dict,
+    )
+    from explorer.presets import load_cluster
+
+    out: dict = {}
+    straggler = straggler_from(args)
+    if args.mixed_groups is not None:
+        if straggler is not None:
+            raise ValueError("give --mixed-groups or --straggler-slowdown, not both")
+        groups = tuple(load_cluster(n, k) for n, k in parse_groups(args.mixed_groups))
+        if args.mixed_mode == "pp":
+            found = pipeline_search(model, groups, workload, space=space,
+                                    assumptions=assumptions, ranked=args.top)  # fmt: skip
+        else:
+            found = mixed_search(model, groups, workload, split=args.mixed_split, space=space,
+                                 assumptions=assumptions, ranked=args.top)  # fmt: skip
+        out["mixed"] = mixed_search_dict(found)
+    elif straggler is not None:
+        cluster = cluster_from(args, args.gpus)
+        slow = straggler_search(model, cluster, workload, straggler, num_gpus=args.gpus,
+                                space=space, assumptions=assumptions, ranked=args.top)  # fmt: skip
+        out["straggler"] = straggler_search_dict(slow)
+    return out
 
 
 def space_from(args: argparse.Namespace) -> SearchSpace:
@@ -158,6 +221,7 @@ def run(args: argparse.Namespace) -> dict:
     figures = calibration_from(args, cluster, precision_policy(workload.precision).compute)
     calibrated = figures.overrides() if figures else {}
     assumptions = assumed(args, DEFAULT_ESTIMATE_ASSUMPTIONS, calibrated=calibrated)
+    extra = mixed_search_result(args, model, workload, space_from(args), assumptions)
     result = search(
         model, cluster, workload, num_gpus=args.gpus, space=space_from(args), ranked=args.top,
         assumptions=assumptions, recipe=recipe_from(args, imported),
@@ -179,6 +243,7 @@ def run(args: argparse.Namespace) -> dict:
         "assumed": overrides_from(args, assumptions),
         "calibration": calibration_json(args, figures),
         "imported": imported_result(args),
+        **extra,
     }
 
 
@@ -212,4 +277,38 @@ def render(result: dict) -> str:
     if result.get("assumed"):
         lines.append("  assumed: " + ", ".join(f"{k}={v}" for k, v in result["assumed"].items()))
     lines += calibration_lines(result)
+    lines += _mixed_search_lines(result)
     return "\n".join(lines + imported_lines(result))
+
+
+def _mixed_search_lines(result: dict) -> list[str]:
+    """The mixed cluster's or the straggler's ranking (seconds), when the flags asked."""
+    mixed, slow = result.get("mixed"), result.get("straggler")
+    lines: list[str] = []
+    if mixed:
+        kinds = " + ".join(f"{g['num_nodes']} x {g['gpus_per_node']} {g['gpu']}"
+                           for g in mixed["groups"])  # fmt: skip
+        sure = "exact" if mixed["certain"] else "not certain (more layouts may be faster)"
+        how = ("pipeline across the types" if mixed["mode"] == "pp"
+               else f"{mixed['split']} batch split")  # fmt: skip
+        lines.append(f"  on the mixed cluster {kinds}, {how} "
+                     f"({sure}, {mixed['elapsed_s']:.2f} s):")  # fmt: skip
+        for rank, row in enumerate(mixed["layouts"], start=1):
+            per = ", ".join(f"{t['gpu']} {t['replicas']} x {t['microbatches']} mb"
+                            for t in row["mixed"]["types"])  # fmt: skip
+            lines.append(f"  #{rank:<3} {_layout_text(row):<70} step {row['step_time_s']:8.3f} s"
+                         f"  ({per})")  # fmt: skip
+        if not mixed["layouts"]:
+            lines.append("  no layout fits every GPU type with its replicas inside one group")
+    if slow:
+        top = slow["top"]
+        lines.append(f"  with the straggler ({top['slowdown']:.0%} slower, {top['where']}):"
+                     if top else "  with the straggler: no layout")  # fmt: skip
+        for rank, row in enumerate(slow["layouts"], start=1):
+            lines.append(f"  #{rank:<3} {_layout_text(row):<70} step {row['step_time_s']:8.3f} s"
+                         f"  (at speed {row['baseline_step_time_s']:.3f} s)")  # fmt: skip
+        for m in top["mitigations"] if top else ():
+            lines.append(
+                f"    mitigation {m['name']}: {m['detail']} (step {m['step_time_s']:.3f} s)"
+            )
+    return lines

@@ -18,6 +18,7 @@ from explorer.report import inputs, launch, ranking, serving, timing, training
 from explorer.report.assumptions import SERVING_PREFIX, with_overrides
 from explorer.report.calibration import calibration_rows, calibration_section
 from explorer.report.cost import cost_results, cost_section
+from explorer.report.hetero import hetero_parts
 from explorer.report.tables import Section
 from explorer.scenario import Scenario, resolve_cluster, resolve_model, world_size_error
 from explorer.search import SearchResult
@@ -142,6 +143,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
     case = training_case(scenario)
     est = case.estimate
     ranked = _ranking(case, search)
+    mixed_sections, mixed_results = hetero_parts(case, scenario)  # explorer.report.hetero
     notes = (estimate_dict(est)["flops_convention"],)
     assumptions, assumption_data = inputs.assumptions_section(
         case.assumptions, scenario.assumption_overrides(), notes=notes
@@ -151,6 +153,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         _training_inputs(case, scenario),
         training.layout_section(case),
         training.performance_section(case),
+        *mixed_sections,
         cost_section(case),
         training.memory_section(case),
         ranking.ranking_section(ranked, case.layout),
@@ -178,6 +181,7 @@ def _training_report(scenario: Scenario, search: SearchResult | None) -> Report:
         "accuracy": accuracy_results(TRAINING_TRUST),
         "warnings": list(est.warnings),
         "launch": launch.launch_results(case),
+        **mixed_results,
     }
     title = f"{case.model.name} training on {est.num_gpus:,} × {case.cluster.gpu.name}"
     figures = FigureData(

@@ -27,10 +27,12 @@ from explorer.scenario.inputs import (
     AssumptionValue,
     ClusterInputs,
     LayoutInputs,
+    MixedInputs,
     ModelRef,
     Scenario,
     SearchInputs,
     ServingInputs,
+    StragglerInputs,
     TrainingInputs,
 )
 
@@ -41,6 +43,8 @@ _GROUPS: dict[str, type] = {
     "layout": LayoutInputs,
     "serving": ServingInputs,
     "search": SearchInputs,
+    "mixed": MixedInputs,
+    "straggler": StragglerInputs,
 }
 QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "workload": ("", "workload"),
@@ -99,6 +103,13 @@ QUERY_KEYS: Mapping[str, tuple[str, str]] = {
     "reserve": ("", "reserve_gib"),
     "measured_step": ("", "measured_step_s"),
     "measured_peak": ("", "measured_peak_gib"),
+    "mixed": ("mixed", "groups"),
+    "mixed_split": ("mixed", "split"),
+    "mixed_mode": ("mixed", "mode"),
+    "slow": ("straggler", "slowdown_pct"),
+    "slow_where": ("straggler", "where"),
+    "slow_stage": ("straggler", "stage"),
+    "slow_axis": ("straggler", "axis"),
 }
 """URL key -> (group, field); group "" is a field of Scenario itself."""
 
@@ -121,6 +132,22 @@ def _get(scenario: Scenario, group: str, name: str) -> Any:
     return getattr(holder, name)
 
 
+def encode_groups(groups: tuple[tuple[str, int, int], ...]) -> str:
+    """Mixed-cluster groups as ``gpu:per_node:nodes`` separated by commas."""
+    return ",".join(f"{gpu}:{per}:{nodes}" for gpu, per, nodes in groups)
+
+
+def decode_groups(raw: str) -> tuple[tuple[str, int, int], ...]:
+    """``gpu:per_node:nodes,...`` as groups; ValueError (one sentence) otherwise."""
+    out = []
+    for item in (p.strip() for p in raw.split(",") if p.strip()):
+        parts = item.split(":")
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise ValueError(f"a mixed-cluster group is GPU:PER_NODE:NODES, got {item!r}")
+        out.append((parts[0], int(parts[1]), int(parts[2])))
+    return tuple(out)
+
+
 def _encode(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -134,6 +161,8 @@ def _encode(value: Any) -> str:
 
 
 def _decode(group: str, name: str, raw: str) -> Any:
+    if group == "mixed" and name == "groups":
+        return _adapter(group, name).validate_python(decode_groups(raw))
     if name == "assumptions":
         mapping = TypeAdapter(dict[str, AssumptionValue]).validate_json(raw)
         return _adapter(group, name).validate_python(tuple(sorted(mapping.items())))
@@ -165,7 +194,7 @@ def to_query(scenario: Scenario) -> dict[str, str]:
     for key, (group, name) in QUERY_KEYS.items():
         value = _get(scenario, group, name)
         if value != _get(default, group, name):
-            out[key] = _encode(value)
+            out[key] = encode_groups(value) if key == "mixed" else _encode(value)
     return out
 
 
@@ -228,6 +257,7 @@ def to_dict(scenario: Scenario) -> dict[str, Any]:
     data["calibration"] = dict(scenario.calibration)
     for group in ("search", "layout"):  # tuples (choices, recompute modules) as JSON lists
         data[group] = {k: list(v) if isinstance(v, tuple) else v for k, v in data[group].items()}
+    data["mixed"]["groups"] = [list(g) for g in scenario.mixed.groups]
     return data
 
 

@@ -28,6 +28,7 @@ from explorer.specs import (
     SCHEDULES,
     KvDType,
     Layout,
+    MeshAxis,
     OffloadModule,
     Precision,
     Recompute,
@@ -175,6 +176,36 @@ class ServingInputs:
     kv_dtype: KvDType = "bf16"
 
 
+MixedGroup = tuple[Annotated[str, Field(min_length=1, max_length=64)], PerNode, Nodes]
+"""One group of a mixed cluster: GPU preset id, GPUs per node, nodes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MixedInputs:
+    """A cluster mixing GPU types (explorer.hetero); no groups means the cluster above alone."""
+
+    groups: Annotated[tuple[MixedGroup, ...], Field(max_length=8)] = ()
+    """(GPU preset id, GPUs per node, nodes) per group, in order."""
+    split: Literal["even", "speed"] = "even"
+    """Data-parallel batch split over the types: even, or in proportion to speed."""
+    mode: Literal["dp", "pp"] = "dp"
+    """dp: data parallel across the types; pp: pipeline ranks on the types in the groups'
+    order, layers balanced by speed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StragglerInputs:
+    """One slow replica, pipeline rank or link (explorer.straggler); 0% means none."""
+
+    slowdown_pct: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 0.0
+    """Extra time of the slow part, percent (10 = 10% slower)."""
+    where: Literal["dp", "pp-stage", "link"] = "dp"
+    stage: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
+    """Pipeline rank of the slow GPUs or link, 0-based."""
+    axis: MeshAxis = "dp"
+    """Mesh axis whose collectives cross the slow link."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
     """Everything the app's inputs hold. Hashable, so it keys caches."""
@@ -199,6 +230,10 @@ class Scenario:
     with the estimate (explorer.estimate.measured), which it never changes by itself."""
     measured_peak_gib: MeasuredPeak = None
     """Peak memory per GPU a person measured, GiB = 2^30 bytes (None: not entered)."""
+    mixed: MixedInputs = field(default_factory=MixedInputs)
+    """A mixed cluster (the cluster editor); empty: none."""
+    straggler: StragglerInputs = field(default_factory=StragglerInputs)
+    """A straggler; 0%: none."""
 
     def __post_init__(self) -> None:
         # One order for equal overrides, so equal scenarios compare, hash and cache as equal.

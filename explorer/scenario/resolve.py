@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.limits import MAX_GPUS, MAX_URL_CONFIG_CHARS
-from explorer.scenario.inputs import ClusterInputs, ModelRef
+from explorer.scenario.inputs import ClusterInputs, MixedInputs, ModelRef, StragglerInputs
 from explorer.specs import ClusterSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from explorer.straggler import Straggler
 
 
 def compact_config(text: str | bytes) -> str:
@@ -102,4 +105,32 @@ def resolve_cluster(shape: ClusterInputs) -> ClusterSpec:
         oversubscription=shape.oversubscription,
         name=f"{shape.num_nodes} × {shape.gpus_per_node} {gpu.name}",
         **links,
+    )
+
+
+def resolve_mixed(mixed: MixedInputs) -> tuple[ClusterSpec, ...]:
+    """The mixed cluster's groups, each as ``resolve_cluster`` makes it (the preset node's links
+    of its GPU); () without groups; ValueError (one sentence) for an empty or unknown group."""
+    from explorer.presets import gpu_ids
+
+    known = gpu_ids()
+    for gpu, _, _ in mixed.groups:
+        if gpu not in known:
+            raise ValueError(
+                f"Unknown GPU {gpu!r} in the mixed cluster; use one of {', '.join(known)}."
+            )
+    return tuple(
+        resolve_cluster(ClusterInputs(gpu=gpu, gpus_per_node=per, num_nodes=nodes))
+        for gpu, per, nodes in mixed.groups
+    )
+
+
+def resolve_straggler(inputs: StragglerInputs) -> Straggler | None:
+    """The straggler the inputs describe; None at 0%."""
+    if inputs.slowdown_pct == 0:
+        return None
+    from explorer.straggler import Straggler
+
+    return Straggler(
+        slowdown=inputs.slowdown_pct / 100, where=inputs.where, stage=inputs.stage, axis=inputs.axis
     )

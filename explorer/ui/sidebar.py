@@ -263,6 +263,9 @@ def _cluster() -> None:
     right.number_input("Nodes", min_value=0, max_value=_most("num_nodes"), key=key("nodes"),
                        help=HELP["nodes"])  # fmt: skip
     advanced.render()
+    from explorer.ui import cluster_editor  # the mixed cluster and straggler (issue 17)
+
+    cluster_editor.render()
     calibration_upload.render()
 
 

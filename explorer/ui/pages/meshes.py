@@ -291,6 +291,9 @@ def render(scenario: Scenario) -> None:
     case = inputs.search_case(scenario)
     header("Meshes", scenario, case.model.name, case.cluster.gpu.name, "ranked by step time")
     _space(scenario)
+    from explorer.ui.cluster_editor import results  # mixed cluster, straggler (issue 17)
+
+    results(scenario)
     space = scenario.search_space()  # an emptied choice: one sentence (run_page)
     result = cached.search(
         case.model, case.cluster, case.workload, scenario.assumptions, space, scenario.search.ranked

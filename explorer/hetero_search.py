@@ -1,0 +1,489 @@
+"""The mesh search on a mixed cluster, and with a straggler: layouts ranked by the step they get.
+
+Both wrap ``explorer.search.search`` (its public entry point only) and re-rank what it ranks,
+with a certificate that the re-ranked top is exact:
+
+- mixed cluster, data parallel across types (``explorer.hetero.hetero_dp``): the search runs on
+  each GPU type's cluster (its GPU and links, sized to the whole world, as ``hetero_dp`` times
+  it) for its K fastest layouts; the union is timed on the mixed cluster, memory checked on
+  every type. A layout outside type g's K has a step on g of at least g's K-th, ``last_g``.
+  With an even batch the mixed step is the slowest type's, so it is at least ``max_g last_g``;
+  with a speed split (counts in proportion to each type's micro-batches per second at the even
+  count m, ``hetero._speed_counts``) the slowest type runs k <= m micro-batches and k / speed
+  equals N / sum_g(n_g / step_g) (n_g its GPUs) up to one micro-batch of rounding; a step per
+  micro-batch that does not grow as the count falls (the pipeline fill amortised, the (M + p - 1)
+  form of Narayanan et al. 2021 sec. 2.2) makes that harmonic mean of ``last_g`` the bound
+  (a named assumption: rounding and the simulated schedules may leave it a little loose).
+  When the ``ranked``-th mixed step is within that bound the top is exact;
+  otherwise K doubles (up to ``MAX_K``) and the result says when it is not certain.
+- a straggler (``explorer.straggler``): its step with the slow part in place is at least the
+  step at speed (every slowed time is scaled by 1 + slowdown >= 1), so the same certificate
+  holds against the search's own K-th step; at 0% the ranking is today's.
+
+Named assumptions: every GPU type must hold the even split's micro-batches (a speed split gives
+the slower type fewer, so this is the stricter check); groups of one GPU type and links are one
+group (a homogeneous "mixed" cluster is today's cluster, and its search today's search); a
+replica (TP x PP x CP GPUs) lies inside one group, so dp = 1 layouts across types are left out
+(``explorer.hetero.hetero_pp`` times those, outside the search).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from functools import reduce
+from typing import Literal
+
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAssumptions
+from explorer.hetero import BatchSplit, HeteroStep, _on, hetero_dp, hetero_pp
+from explorer.limits import MAX_GPUS
+from explorer.mesh import SearchSpace
+from explorer.search import SearchResult, search
+from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.straggler import (
+    Straggler,
+    StragglerCost,
+    slowed_stages,
+    step_s,
+    straggler_cost,
+)
+from explorer.units import GiB
+
+MAX_K = 160
+"""Most layouts asked of one type's search before the re-ranked top is reported uncertain."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MixedRow:
+    """One layout on the mixed cluster."""
+
+    layout: Layout
+    step_s: float
+    """Mixed step, s (the slowest replica's)."""
+    hetero: HeteroStep
+    """Per GPU type: replicas, micro-batches, step, peak bytes, fits."""
+    tokens_per_s: float
+    placement: tuple[int, ...] | None = None
+    """Group of each pipeline rank (a pipeline across types), else None."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MixedSearch:
+    """Layouts ranked by their mixed-cluster step, and how sure that order is."""
+
+    groups: tuple[ClusterSpec, ...]
+    """The cluster's groups, one per GPU type (equal types merged)."""
+    split: BatchSplit
+    rows: tuple[MixedRow, ...]
+    """Fastest first."""
+    rejected: tuple[tuple[Layout, str], ...]
+    """Layouts the types' searches ranked that the mixed cluster cannot run, with why."""
+    bound_s: float
+    """Every layout not looked at takes at least this long on the mixed cluster, s."""
+    certain: bool
+    """Whether ``rows`` are exactly the fastest layouts (the last within ``bound_s``)."""
+    searched: int
+    """Layouts each type's search ranked (K)."""
+    elapsed_s: float
+    mode: Literal["dp", "pp"] = "dp"
+    """dp: data parallel across the types; pp: pipeline ranks on different types."""
+
+
+def merge_groups(groups: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, ...]:
+    """Groups of the same GPU and links as one group with their nodes added, first seen first."""
+    merged: list[ClusterSpec] = []
+    for g in groups:
+        for i, m in enumerate(merged):
+            if replace(m, num_nodes=1, name="") == replace(g, num_nodes=1, name=""):
+                merged[i] = replace(m, num_nodes=m.num_nodes + g.num_nodes)
+                break
+        else:
+            merged.append(g)
+    return tuple(merged)
+
+
+def _gpus(g: ClusterSpec) -> int:
+    return g.gpus_per_node * g.num_nodes
+
+
+def _mixed_space(space: SearchSpace, groups: tuple[ClusterSpec, ...]) -> SearchSpace:
+    """Only TP and PP degrees that divide every group's GPUs (a replica lies in one group)."""
+    if len(groups) == 1:
+        return space
+    common = reduce(math.gcd, (_gpus(g) for g in groups))
+    divisors = tuple(d for d in range(1, common + 1) if common % d == 0)
+
+    def keep(values: tuple[int, ...] | None) -> tuple[int, ...]:
+        kept = tuple(v for v in (values or divisors) if common % v == 0)
+        if not kept:
+            raise ValueError(
+                f"no TP or PP degree asked for divides {common}, the GPUs every group shares"
+            )
+        return kept
+
+    return replace(space, tp_values=keep(space.tp_values), pp_values=keep(space.pp_values))
+
+
+def _last(result: SearchResult, k: int) -> float:
+    """The K-th ranked step, or infinity when the search ranked everything that fits."""
+    return result.estimates[-1].step_time_s if len(result.estimates) >= k else math.inf
+
+
+def _harmonic(groups: tuple[ClusterSpec, ...], steps: list[float]) -> float:
+    """N / sum_g(n_g / step_g): the mixed step of a speed split whose types take these steps at
+    the even count, s (module docstring)."""
+    return sum(_gpus(g) for g in groups) / sum(
+        _gpus(g) / t for g, t in zip(groups, steps, strict=True)
+    )
+
+
+def mixed_search(
+    model: ModelSpec,
+    groups: tuple[ClusterSpec, ...],
+    workload: TrainingWorkload,
+    *,
+    split: BatchSplit = "even",
+    space: SearchSpace | None = None,
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    ranked: int = 10,
+) -> MixedSearch:
+    """The ``ranked`` fastest layouts on a mixed cluster, data parallel across its types.
+
+    Raises ValueError (one sentence) for an empty cluster, a bad space, or a search that fails.
+    Source: module docstring (the certificate); ``explorer.hetero.hetero_dp`` (the step).
+    """
+    start = time.perf_counter()
+    if not groups:
+        raise ValueError("a mixed cluster needs at least one group of GPUs")
+    if ranked < 1:
+        raise ValueError(f"ranked must be at least 1, got {ranked}")
+    merged = merge_groups(groups)
+    world = sum(_gpus(g) for g in merged)
+    if world > MAX_GPUS:
+        raise ValueError(f"the mixed cluster has {world:,} GPUs, more than this tool's limit of "
+                         f"{MAX_GPUS:,}")  # fmt: skip
+    sized = tuple(_on(g, world) for g in merged)
+    chosen = _mixed_space(space or SearchSpace(), merged)
+    # Even split: the slowest type's search alone bounds what it leaves out (max_g >= any g),
+    # so it runs first and the others only when that is not enough.
+    slow_first = sorted(range(len(sized)), key=lambda i: sized[i].gpu.bf16_flops_per_s)
+    # The speed split's bound is looser (a harmonic mean): it starts from more layouts.
+    k = max(2 * ranked, 20) if split == "even" else max(4 * ranked, 40)
+    seen: dict[Layout, HeteroStep | str] = {}  # mixed steps (or why not) already timed
+    while True:
+        wanted = slow_first[:1] if split == "even" and len(sized) > 1 else slow_first
+        results: list[SearchResult | None] = [None] * len(sized)
+        for tries in (wanted, slow_first) if wanted != slow_first else (wanted,):
+            for i in tries:
+                if results[i] is None:
+                    results[i] = search(model, sized[i], workload, num_gpus=world, space=chosen,
+                                        ranked=k, assumptions=assumptions)  # fmt: skip
+            done = [r for r in results if r is not None]
+            rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
+            lasts = [_last(r, k) for r in done]
+            # A type whose search ranked all it holds leaves nothing outside that can run.
+            bound = (max(lasts) if split == "even" or math.inf in lasts
+                     else _harmonic(merged, lasts))  # fmt: skip
+            certain = bound == math.inf or (
+                len(rows) >= ranked and rows[ranked - 1].step_s <= bound
+            )
+            if certain:
+                break
+        if certain or k >= MAX_K:
+            break
+        k *= 2
+    return MixedSearch(
+        groups=merged, split=split, rows=tuple(rows[:ranked]), rejected=tuple(rejected),
+        bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
+    )  # fmt: skip
+
+
+def _rerank(
+    model: ModelSpec, groups: tuple[ClusterSpec, ...], workload: TrainingWorkload,
+    split: BatchSplit, a: EstimateAssumptions, results: list[SearchResult | None],
+    seen: dict[Layout, HeteroStep | str],
+) -> tuple[list[MixedRow], list[tuple[Layout, str]]]:  # fmt: skip
+    """Every layout the types' searches ranked, timed on the mixed cluster, fastest first."""
+    known: dict[Layout, list[Estimate | None]] = {}
+    order: list[Layout] = []
+    for i, result in enumerate(results):
+        for e in result.estimates if result is not None else ():
+            if e.layout not in known:
+                known[e.layout] = [None] * len(groups)
+                order.append(e.layout)
+            known[e.layout][i] = e
+    rows, rejected = [], []
+    for layout in order:
+        if layout not in seen:
+            try:
+                seen[layout] = hetero_dp(model, groups, layout, workload, split, a,
+                                         tuple(known[layout]))  # fmt: skip
+            except ValueError as error:
+                seen[layout] = str(error)
+        step = seen[layout]
+        if isinstance(step, str):
+            rejected.append((layout, step))
+            continue
+        if not step.fits:
+            short = [t for t in step.types if not t.fits]
+            rejected.append((layout, "; ".join(
+                f"needs {t.peak_bytes / GiB:.1f} GiB on the {t.gpu}" for t in short)))  # fmt: skip
+            continue
+        tokens = workload.global_batch_size * workload.seq_len / step.step_s
+        rows.append(MixedRow(layout=layout, step_s=step.step_s, hetero=step, tokens_per_s=tokens))
+    rows.sort(key=lambda r: r.step_s)  # stable: ties keep the searches' order
+    return rows, rejected
+
+
+# ---------------------------------------------------------------------------------------------
+# A pipeline across the types.
+
+ONE_STAGE_PER_RANK = ("dualpipe", "zb-v", "dualpipev")
+"""Schedules ``hetero_pp`` does not take (two model stages per rank)."""
+
+
+def contiguous_placement(groups: tuple[ClusterSpec, ...], layout: Layout) -> tuple[int, ...]:
+    """Pipeline ranks on the groups in their order, each group holding n_g / (TP x CP x DP)
+    ranks; ValueError (one sentence) when a group does not hold a whole number of ranks."""
+    per_rank = layout.tp * layout.cp * layout.dp
+    counts = [_gpus(g) // per_rank for g in groups]
+    if any(_gpus(g) % per_rank for g in groups) or sum(counts) != layout.pp or 0 in counts:
+        raise ValueError(
+            f"groups of {[_gpus(g) for g in groups]} GPUs do not hold whole pipeline ranks of "
+            f"tp x cp x dp = {per_rank} GPUs, one type per rank, pp = {layout.pp} in all"
+        )
+    return tuple(i for i, n in enumerate(counts) for _ in range(n))
+
+
+def mixed_step(
+    model: ModelSpec, groups: tuple[ClusterSpec, ...], layout: Layout,
+    workload: TrainingWorkload, mode: Literal["dp", "pp"] = "dp", split: BatchSplit = "even",
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+) -> HeteroStep:  # fmt: skip
+    """One layout on the mixed cluster: data parallel across the types (``hetero_dp``) or its
+    pipeline ranks on the types in the groups' order (``hetero_pp``); ValueError (one
+    sentence) when the groups cannot hold it."""
+    merged = merge_groups(groups)
+    if mode == "dp":
+        return hetero_dp(model, merged, layout, workload, split, assumptions)
+    return hetero_pp(model, merged, contiguous_placement(merged, layout), layout, workload,
+                     assumptions)  # fmt: skip
+
+
+def pipeline_search(
+    model: ModelSpec,
+    groups: tuple[ClusterSpec, ...],
+    workload: TrainingWorkload,
+    *,
+    space: SearchSpace | None = None,
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    ranked: int = 10,
+) -> MixedSearch:
+    """Layouts whose pipeline ranks lie on different types (the groups' order, layers balanced
+    by ``explorer.hetero.hetero_pp``), ranked among the K fastest of each type's own search.
+
+    Not certain: a balanced split across types has no lower bound from one type's step (the
+    even split a type's search times may be slower than a balanced one), so the result says
+    ``certain`` False unless the cluster is one type (then it is today's search).
+    Raises ValueError (one sentence) as ``mixed_search`` does.
+    """
+    start = time.perf_counter()
+    merged = merge_groups(groups)
+    if len(merged) == 1:
+        return replace(mixed_search(model, merged, workload, space=space,
+                                    assumptions=assumptions, ranked=ranked), mode="pp")  # fmt: skip
+    world = sum(_gpus(g) for g in merged)
+    if world > MAX_GPUS:
+        raise ValueError(f"the mixed cluster has {world:,} GPUs, more than this tool's limit of "
+                         f"{MAX_GPUS:,}")  # fmt: skip
+    base = space or SearchSpace()
+    schedules = tuple(x for x in base.schedules if x not in ONE_STAGE_PER_RANK) or ("1f1b",)
+    pps = tuple(d for d in range(len(merged), world + 1)
+                if world % d == 0 and (base.pp_values is None or d in base.pp_values))  # fmt: skip
+    if not pps:
+        raise ValueError(f"no pipeline degree asked for is at least {len(merged)}, one per type")
+    tps = _mixed_space(replace(base, pp_values=None), merged).tp_values
+    chosen = replace(base, schedules=schedules, max_virtual=1, pp_values=pps, tp_values=tps)
+    k = max(2 * ranked, 20)
+    rows: list[MixedRow] = []
+    rejected: list[tuple[Layout, str]] = []
+    seen: set[Layout] = set()
+    # Layouts near a type's memory often do not fit once the faster type takes more layers:
+    # K doubles until ``ranked`` fit or K reaches MAX_K.
+    while True:
+        _pipelines(model, merged, workload, chosen, assumptions, k, rows, rejected, seen)
+        if len(rows) >= ranked or k >= MAX_K:
+            break
+        k *= 2
+    rows.sort(key=lambda r: r.step_s)
+    return MixedSearch(
+        groups=merged, split="even", rows=tuple(rows[:ranked]), rejected=tuple(rejected),
+        bound_s=0.0, certain=False, searched=k, elapsed_s=time.perf_counter() - start,
+        mode="pp",
+    )  # fmt: skip
+
+
+def _pipelines(
+    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
+    chosen: SearchSpace, assumptions: EstimateAssumptions, k: int, rows: list[MixedRow],
+    rejected: list[tuple[Layout, str]], seen: set[Layout],
+) -> None:  # fmt: skip
+    """Time on the mixed pipeline every layout of the types' K fastest not seen yet."""
+    world = sum(_gpus(g) for g in merged)
+    for c in (_on(g, world) for g in merged):
+        result = search(model, c, workload, num_gpus=world, space=chosen, ranked=k,
+                        assumptions=assumptions)  # fmt: skip
+        for e in result.estimates:
+            if e.layout in seen:
+                continue
+            seen.add(e.layout)
+            try:
+                placement = contiguous_placement(merged, e.layout)
+                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions)
+            except ValueError as error:
+                rejected.append((e.layout, str(error)))
+                continue
+            if not step.fits:
+                rejected.append((e.layout, "; ".join(f"needs {t.peak_bytes / GiB:.1f} GiB on "
+                                 f"the {t.gpu}" for t in step.types if not t.fits)))  # fmt: skip
+                continue
+            tokens = workload.global_batch_size * workload.seq_len / step.step_s
+            rows.append(MixedRow(layout=e.layout, step_s=step.step_s, hetero=step,
+                                 tokens_per_s=tokens, placement=placement))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# A straggler.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StragglerRow:
+    layout: Layout
+    baseline_step_s: float
+    """Step at speed, s (the search's)."""
+    step_s: float
+    """Step with the straggler in place, s."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StragglerSearch:
+    """Layouts ranked by their step with a straggler, the top one's cost and mitigations."""
+
+    straggler: Straggler
+    rows: tuple[StragglerRow, ...]
+    rejected: tuple[tuple[Layout, str], ...]
+    top: StragglerCost | None
+    """The fastest layout's cost and the mitigations the tool proposes for it."""
+    bound_s: float
+    certain: bool
+    searched: int
+    elapsed_s: float
+
+
+def straggler_search(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    straggler: Straggler,
+    *,
+    num_gpus: int | None = None,
+    space: SearchSpace | None = None,
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    ranked: int = 10,
+) -> StragglerSearch:
+    """The ``ranked`` fastest layouts with ``straggler`` in place; at 0% today's ranking.
+
+    Raises ValueError (one sentence) as ``explorer.search.search`` does.
+    Source: module docstring (the certificate); ``explorer.straggler`` (the slowed step).
+    """
+    start = time.perf_counter()
+    if ranked < 1:
+        raise ValueError(f"ranked must be at least 1, got {ranked}")
+    k = max(2 * ranked, 20)
+    while True:
+        result = search(model, cluster, workload, num_gpus=num_gpus, space=space, ranked=k,
+                        assumptions=assumptions)  # fmt: skip
+        rows: list[StragglerRow] = []
+        rejected: list[tuple[Layout, str]] = []
+        for e in result.estimates:
+            if straggler.where != "dp" and straggler.stage >= e.layout.pp:
+                rejected.append((e.layout, f"the straggler's stage {straggler.stage} is outside "
+                                           f"its {e.layout.pp} pipeline ranks"))  # fmt: skip
+                continue
+            slow = step_s(slowed_stages(e.stages, e.layout, straggler), e.layout,
+                          e.microbatches, assumptions)  # fmt: skip
+            rows.append(StragglerRow(layout=e.layout, baseline_step_s=e.step_time_s, step_s=slow))
+        rows.sort(key=lambda r: r.step_s)
+        bound = _last(result, k)
+        certain = (len(rows) >= ranked and rows[ranked - 1].step_s <= bound) or bound == math.inf
+        if certain or k >= MAX_K // 2:
+            break
+        k *= 2
+    top = None
+    if rows:
+        top = straggler_cost(model, cluster, rows[0].layout, workload, straggler, assumptions)
+    return StragglerSearch(
+        straggler=straggler, rows=tuple(rows[:ranked]), rejected=tuple(rejected), top=top,
+        bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
+    )  # fmt: skip
+
+
+def layout_dict(layout: Layout) -> dict[str, object]:
+    """The search's layout columns of a layout (explorer.search.rows' names)."""
+    return {
+        "tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "cp": layout.cp, "ep": layout.ep,
+        "zero": layout.zero, "mbs": layout.micro_batch_size, "recompute": layout.recompute,
+        "schedule": layout.schedule, "virtual": layout.virtual_stages,
+    }  # fmt: skip
+
+
+def mixed_search_dict(found: MixedSearch) -> dict[str, object]:
+    """The JSON object of a mixed search: seconds and bytes unrounded, finite only."""
+    from explorer.hetero import hetero_dict
+
+    return {
+        "groups": [
+            {"gpu": g.gpu.name, "gpus_per_node": g.gpus_per_node, "num_nodes": g.num_nodes}
+            for g in found.groups
+        ],
+        "split": found.split,
+        "certain": found.certain,
+        "bound_s": found.bound_s if math.isfinite(found.bound_s) else None,
+        "searched_per_type": found.searched,
+        "elapsed_s": found.elapsed_s,
+        "mode": found.mode,
+        "layouts": [
+            {
+                **layout_dict(r.layout),
+                "step_time_s": r.step_s,
+                "tokens_per_s": r.tokens_per_s,
+                "mixed": hetero_dict(r.hetero, found.mode, found.split),
+                "placement": list(r.placement) if r.placement else None,
+            }
+            for r in found.rows
+        ],
+        "rejected": [{**layout_dict(lay), "reason": why} for lay, why in found.rejected],
+    }
+
+
+def straggler_search_dict(found: StragglerSearch) -> dict[str, object]:
+    """The JSON object of a straggler search: seconds unrounded, finite only."""
+    from explorer.straggler import straggler_dict
+
+    return {
+        "certain": found.certain,
+        "bound_s": found.bound_s if math.isfinite(found.bound_s) else None,
+        "searched": found.searched,
+        "elapsed_s": found.elapsed_s,
+        "layouts": [
+            {
+                **layout_dict(r.layout),
+                "baseline_step_time_s": r.baseline_step_s,
+                "step_time_s": r.step_s,
+            }
+            for r in found.rows
+        ],
+        "rejected": [{**layout_dict(lay), "reason": why} for lay, why in found.rejected],
+        "top": straggler_dict(found.top) if found.top else None,
+    }
