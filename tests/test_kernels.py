@@ -28,7 +28,7 @@ from explorer.compute import (
     with_measured_gemms,
 )
 from explorer.compute.gemm import quantisation_share, roofline_share
-from explorer.presets import load_gpu, load_model
+from explorer.presets import attention_curves, load_gpu, load_model
 from explorer.specs import Fp8Recipe, GemmPoint, Layout, TrainingWorkload
 
 ANCHOR = 1e-4
@@ -389,9 +389,7 @@ def test_mla_head_dim_interpolates_between_128_and_256() -> None:
 
 def test_blackwell_attention_reaches_flashattention4s_peak_and_no_more() -> None:
     # FA4: up to 1613 TFLOP/s on B200 (71% of 2250); GB200 at the MAMF sustained-clock ratio
-    b200 = load_gpu("b200").kernels.attention  # type: ignore[union-attr]
-    gb200 = load_gpu("gb200").kernels.attention  # type: ignore[union-attr]
-    assert b200 is not None and gb200 is not None
+    b200, gb200 = attention_curves()["fa4-b200"], attention_curves()["fa4-gb200"]
     assert attention_share(b200, 16384, False, False) * 2250 == pytest.approx(1613, rel=ANCHOR)
     shares = [
         attention_share(b200, s, c, b, head_dim=d)
@@ -403,3 +401,37 @@ def test_blackwell_attention_reaches_flashattention4s_peak_and_no_more() -> None
     for seq in (512, 4096):
         gb = attention_share(gb200, seq, True, True)
         assert gb == pytest.approx(attention_share(b200, seq, True, True) * ratio, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("gpu_id", "peak", "seq", "forward", "backward"),
+    [
+        # cudnn-frontend sdpa_bf16_benchmark_results_NVIDIA_B200.csv (cuDNN 9.13), causal
+        pytest.param("b200", 2250, 4096, 855.678, 701.265, id="cudnn913-b200-4k"),
+        pytest.param("b200", 2250, 8192, 1171.278, 942.509, id="cudnn913-b200-8k"),
+        pytest.param("b200", 2250, 32768, 1419.000, 1108.688, id="cudnn913-b200-32k"),
+        # sdpa_bf16_benchmark_results_NVIDIA_GB200.csv (cuDNN 9.17), causal
+        pytest.param("gb200", 2500, 4096, 1386, 1054, id="cudnn917-gb200-4k"),
+        pytest.param("gb200", 2500, 8192, 1584, 1211, id="cudnn917-gb200-8k"),
+        pytest.param("gb200", 2500, 131072, 1467, 1188, id="cudnn917-gb200-128k"),
+    ],
+)
+def test_blackwell_presets_run_cudnns_measured_causal_attention(
+    gpu_id: str, peak: float, seq: int, forward: float, backward: float
+) -> None:
+    # Transformer Engine and SDPA run cuDNN's fused attention on Blackwell, not FA4
+    curve = load_gpu(gpu_id).kernels.attention  # type: ignore[union-attr]
+    assert curve is not None and curve.name.startswith("cuDNN")
+    assert attention_share(curve, seq, True, False) * peak == pytest.approx(forward, rel=1e-3)
+    assert attention_share(curve, seq, True, True) * peak == pytest.approx(backward, rel=1e-3)
+
+
+def test_cudnn_no_mask_rows_take_cudnn_918s_gb200_mask_ratio() -> None:
+    # results/gb200_918_only_cudnn/llama3.1_20260126_110503.csv: no_mask 1675 / top_left 1563
+    curve = attention_curves()["cudnn-b200"]
+    ratio = attention_share(curve, 8192, False, False) / attention_share(curve, 8192, True, False)
+    assert ratio == pytest.approx(1675 / 1563, rel=1e-3)
+    # FA4 beats cuDNN 9.13 by up to 1.3x (FA4 paper): B200's causal 8k forward is ~1.28x apart
+    fa4 = attention_curves()["fa4-b200"]
+    gap = attention_share(fa4, 8192, True, False) / attention_share(curve, 8192, True, False)
+    assert 1.1 < gap <= 1.3
