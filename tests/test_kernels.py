@@ -29,7 +29,7 @@ from explorer.compute import (
 )
 from explorer.compute.gemm import quantisation_share, roofline_share
 from explorer.presets import attention_curves, load_gpu, load_model
-from explorer.specs import Fp8Recipe, GemmPoint, Layout, TrainingWorkload
+from explorer.specs import Fp8Recipe, GemmPoint, GpuSpec, Layout, TrainingWorkload
 
 ANCHOR = 1e-4
 """The presets store shares rounded to 5 digits."""
@@ -435,3 +435,62 @@ def test_cudnn_no_mask_rows_take_cudnn_918s_gb200_mask_ratio() -> None:
     fa4 = attention_curves()["fa4-b200"]
     gap = attention_share(fa4, 8192, True, False) / attention_share(curve, 8192, True, False)
     assert 1.1 < gap <= 1.3
+
+
+TE_5B_GEMMS = [
+    (15872, 12288, 4096),
+    (15872, 4096, 4096),
+    (15872, 16384, 4096),
+    (15872, 4096, 16384),
+]
+"""Transformer Engine gemm_profiling.rst's 5B layer (hidden 4096, MLP 16384, M = 31 x 512)."""
+
+
+def _te_layer_ms(gpu_id: str, dtype: str) -> float:
+    """The 12 GEMMs (forward, input and weight gradients) of TE's 5B layer on a preset, at the
+    preset's training-shape share, in ms."""
+    gpu = load_gpu(gpu_id)
+    figures = gpu.kernels
+    assert figures is not None
+    share = figures.fp8_training_shape_share if dtype == "fp8" else figures.training_shape_share
+    seconds = 0.0
+    for m, n, k in TE_5B_GEMMS:
+        for a, b, c in ((m, n, k), (m, k, n), (n, k, m)):
+            eff = gemm_efficiency(a, b, c, dtype, gpu, gpu.hbm_bytes_per_s * 0.8)  # type: ignore[arg-type]
+            seconds += 2 * a * b * c / (eff * share * peak_flops_per_s(gpu, dtype))  # type: ignore[arg-type]
+    return seconds * 1e3
+
+
+@pytest.mark.parametrize(("dtype", "ms"), [("bf16", 13.102), ("fp8", 6.812)])
+def test_b200_training_gemms_take_transformer_engines_published_layer_time(
+    dtype: str, ms: float
+) -> None:
+    # gemm_profiling.rst, B300, pre-quantized: 13.102 ms BF16, 6.812 ms FP8 current scaling
+    assert _te_layer_ms("b200", dtype) == pytest.approx(ms, rel=2e-3)
+    # well below the MAMF best shape's rate: 19.17 TFLOP per layer at 1463 / 2815 TFLOP/s
+    flops = sum(2 * m * n * k for m, n, k in TE_5B_GEMMS) * 3
+    assert flops / (ms * 1e-3) / 1e12 < {"bf16": 1745.0, "fp8": 3432.5}[dtype] * 0.85
+
+
+def test_training_shape_share_slows_blackwell_training_gemms_not_hoppers() -> None:
+    def gemm_s(gpu: GpuSpec) -> float:
+        workload = TrainingWorkload(seq_len=8192, global_batch_size=64, precision="fp8-mixed")
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(), workload=workload)
+        work = stage_work(LLAMA_70B, (0,), 8192, False, False)
+        return pass_times(work, ctx).weight_s  # weight-gradient GEMMs only
+
+    b200 = load_gpu("b200")
+    assert b200.kernels is not None
+    plain = dataclasses.replace(
+        b200,
+        kernels=dataclasses.replace(
+            b200.kernels, training_shape_share=1.0, fp8_training_shape_share=1.0
+        ),
+    )
+    assert gemm_s(b200) / gemm_s(plain) == pytest.approx(1 / 0.8216, rel=1e-6)
+    h100 = load_gpu("h100-sxm").kernels
+    assert h100 is not None and h100.fp8_training_shape_share == h100.training_shape_share == 1
+    # a user's measured GEMMs describe their shapes: no multiplier over them
+    point = GemmPoint(m=8192, n=8192, k=8192, dtype="fp8", efficiency=0.6)
+    measured = with_measured_gemms(b200, [point]).kernels
+    assert measured is not None and measured.fp8_training_shape_share == 1.0
