@@ -27,9 +27,9 @@ from explorer.compute import (
     stage_work,
     with_measured_gemms,
 )
-from explorer.compute.gemm import quantisation_share, roofline_share
+from explorer.compute.gemm import BLOCK_SCALED_GEMM_SHARE, quantisation_share, roofline_share
 from explorer.presets import attention_curves, load_gpu, load_model
-from explorer.specs import Fp8Recipe, GemmPoint, GpuSpec, Layout, TrainingWorkload
+from explorer.specs import Fp8Recipe, GemmPoint, GpuSpec, Layout, Precision, TrainingWorkload
 
 ANCHOR = 1e-4
 """The presets store shares rounded to 5 digits."""
@@ -453,28 +453,34 @@ def _te_layer_ms(gpu_id: str, dtype: str) -> float:
     figures = gpu.kernels
     assert figures is not None
     share = figures.fp8_training_shape_share if dtype == "fp8" else figures.training_shape_share
+    block = 1.0
+    if dtype == "fp4":  # NVFP4: its own figure and the block-scaled share
+        share, block = figures.fp4_training_shape_share or 1.0, BLOCK_SCALED_GEMM_SHARE["nvfp4"]
     seconds = 0.0
     for m, n, k in TE_5B_GEMMS:
         for a, b, c in ((m, n, k), (m, k, n), (n, k, m)):
             eff = gemm_efficiency(a, b, c, dtype, gpu, gpu.hbm_bytes_per_s * 0.8)  # type: ignore[arg-type]
-            seconds += 2 * a * b * c / (eff * share * peak_flops_per_s(gpu, dtype))  # type: ignore[arg-type]
+            peak = peak_flops_per_s(gpu, dtype)  # type: ignore[arg-type]
+            seconds += 2 * a * b * c / (eff * share * block * peak)
     return seconds * 1e3
 
 
-@pytest.mark.parametrize(("dtype", "ms"), [("bf16", 13.102), ("fp8", 6.812)])
+@pytest.mark.parametrize(("dtype", "ms"), [("bf16", 13.102), ("fp8", 6.812), ("fp4", 3.764)])
 def test_b200_training_gemms_take_transformer_engines_published_layer_time(
     dtype: str, ms: float
 ) -> None:
-    # gemm_profiling.rst, B300, pre-quantized: 13.102 ms BF16, 6.812 ms FP8 current scaling
+    # gemm_profiling.rst, B300, pre-quantized: 13.102 ms BF16, 6.812 FP8 current scaling, 3.764
+    # NVFP4 per layer
     assert _te_layer_ms("b200", dtype) == pytest.approx(ms, rel=2e-3)
     # well below the MAMF best shape's rate: 19.17 TFLOP per layer at 1463 / 2815 TFLOP/s
     flops = sum(2 * m * n * k for m, n, k in TE_5B_GEMMS) * 3
-    assert flops / (ms * 1e-3) / 1e12 < {"bf16": 1745.0, "fp8": 3432.5}[dtype] * 0.85
+    mamf = {"bf16": 1745.0, "fp8": 3432.5, "fp4": 2 * 3432.5}[dtype]
+    assert flops / (ms * 1e-3) / 1e12 < mamf * 0.85
 
 
 def test_training_shape_share_slows_blackwell_training_gemms_not_hoppers() -> None:
-    def gemm_s(gpu: GpuSpec) -> float:
-        workload = TrainingWorkload(seq_len=8192, global_batch_size=64, precision="fp8-mixed")
+    def gemm_s(gpu: GpuSpec, precision: Precision = "fp8-mixed") -> float:
+        workload = TrainingWorkload(seq_len=8192, global_batch_size=64, precision=precision)
         ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(), workload=workload)
         work = stage_work(LLAMA_70B, (0,), 8192, False, False)
         return pass_times(work, ctx).weight_s  # weight-gradient GEMMs only
@@ -484,10 +490,15 @@ def test_training_shape_share_slows_blackwell_training_gemms_not_hoppers() -> No
     plain = dataclasses.replace(
         b200,
         kernels=dataclasses.replace(
-            b200.kernels, training_shape_share=1.0, fp8_training_shape_share=1.0
+            b200.kernels,
+            training_shape_share=1.0,
+            fp8_training_shape_share=1.0,
+            fp4_training_shape_share=None,
         ),
     )
     assert gemm_s(b200) / gemm_s(plain) == pytest.approx(1 / 0.8216, rel=1e-6)
+    nvfp4 = gemm_s(b200, "nvfp4-mixed") / gemm_s(plain, "nvfp4-mixed")
+    assert nvfp4 == pytest.approx(1 / 0.7815, rel=1e-6)
     h100 = load_gpu("h100-sxm").kernels
     assert h100 is not None and h100.fp8_training_shape_share == h100.training_shape_share == 1
     # a user's measured GEMMs describe their shapes: no multiplier over them

@@ -133,6 +133,8 @@ def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
     layout, a = ctx.layout, ctx.assumptions
     figures = kernel_figures(ctx.gpu)  # training shapes against the best-shape anchors
     bf16_share, low_share = figures.training_shape_share, figures.fp8_training_shape_share
+    if ctx.policy.compute == "fp4" and figures.fp4_training_shape_share is not None:
+        low_share = figures.fp4_training_shape_share
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
         layout.micro_batch_size, ctx.workload.seq_len, "bf16" if bf16 else ctx.policy.compute,
