@@ -505,3 +505,21 @@ def test_training_shape_share_slows_blackwell_training_gemms_not_hoppers() -> No
     point = GemmPoint(m=8192, n=8192, k=8192, dtype="fp8", efficiency=0.6)
     measured = with_measured_gemms(b200, [point]).kernels
     assert measured is not None and measured.fp8_training_shape_share == 1.0
+
+
+def test_cudnn_tables_move_between_blackwell_gpus_at_the_mamf_clock_ratio() -> None:
+    # GB200 / B200 sustained share (ml-engineering MAMF BF16): (1822 / 2500) / (1745 / 2250)
+    ratio = (1822 / 2500) / (1745 / 2250)
+    curves = attention_curves()
+    for seq in (4096, 8192, 32768):
+        measured_b200 = attention_share(curves["cudnn-b200"], seq, True, True)
+        on_gb200 = attention_share(curves["cudnn913-gb200"], seq, True, True)
+        assert on_gb200 == pytest.approx(measured_b200 * ratio, rel=2e-3)
+        measured_gb200 = attention_share(curves["cudnn-gb200"], seq, True, False)
+        on_b200 = attention_share(curves["cudnn917-b200"], seq, True, False)
+        assert on_b200 == pytest.approx(measured_gb200 / ratio, rel=2e-3)
+    # cuDNN 9.13 -> 9.17 on the same GPU: the newer kernels are faster at 8k (1584 of 2500 on
+    # GB200 against 1171.278 of 2250 on B200 at the clock ratio)
+    assert attention_share(curves["cudnn-gb200"], 8192, True, False) > attention_share(
+        curves["cudnn913-gb200"], 8192, True, False
+    )
