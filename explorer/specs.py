@@ -391,6 +391,15 @@ class KernelFigures:
     0.43 / 0.73 / 0.75 / 0.96 of K = 16,384's rate, i.e. k / (k + 570-670)."""
     gemms: tuple[GemmPoint, ...] = ()
     """Measured GEMMs the model is anchored on (its losses at a point are divided out)."""
+    training_shape_share: float = 1.0
+    """BF16 GEMMs at training shapes in the framework's dispatch over what the anchors (the
+    best shape of a search) give at those shapes: a multiplier on the training GEMMs'
+    efficiency (explorer.compute.passes). 1: the anchors describe training shapes. Blackwell
+    presets set it from Transformer Engine's published per-layer GEMM times (their comment)."""
+    fp8_training_shape_share: float = 1.0
+    """The same for FP8 GEMMs."""
+    fp4_training_shape_share: float | None = None
+    """The same for FP4 (NVFP4) GEMMs; None: the FP8 figure."""
     attention: AttentionCurve | None = None
     """The attention kernel's figures; None means the GEMMs' efficiency."""
     fp8_recipe: Fp8Recipe = "delayed"
@@ -401,11 +410,21 @@ class KernelFigures:
     def __post_init__(self) -> None:
         _positive(self, "num_sms", "tile_m", "tile_n")
         _non_negative(self, "k_overhead", "fp8_k_overhead")
+        for name in (
+            "training_shape_share",
+            "fp8_training_shape_share",
+            "fp4_training_shape_share",
+        ):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
 
         # hashed once: a GpuSpec sits in many cache keys (equality still compares every field)
         curve = self.attention.name if self.attention else None
         measured = tuple((p.m, p.n, p.k, p.dtype, p.efficiency) for p in self.gemms)
-        key = (self.num_sms, self.tile_m, self.tile_n, self.fp8_recipe, curve, measured)
+        key = (self.num_sms, self.tile_m, self.tile_n, self.fp8_recipe, curve, measured,
+               self.training_shape_share, self.fp8_training_shape_share,
+               self.fp4_training_shape_share)  # fmt: skip
         object.__setattr__(self, "_hash", hash(key))
 
     def __hash__(self) -> int:

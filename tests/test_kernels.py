@@ -27,9 +27,9 @@ from explorer.compute import (
     stage_work,
     with_measured_gemms,
 )
-from explorer.compute.gemm import quantisation_share, roofline_share
-from explorer.presets import load_gpu, load_model
-from explorer.specs import Fp8Recipe, GemmPoint, Layout, TrainingWorkload
+from explorer.compute.gemm import BLOCK_SCALED_GEMM_SHARE, quantisation_share, roofline_share
+from explorer.presets import attention_curves, load_gpu, load_model
+from explorer.specs import Fp8Recipe, GemmPoint, GpuSpec, Layout, Precision, TrainingWorkload
 
 ANCHOR = 1e-4
 """The presets store shares rounded to 5 digits."""
@@ -389,9 +389,7 @@ def test_mla_head_dim_interpolates_between_128_and_256() -> None:
 
 def test_blackwell_attention_reaches_flashattention4s_peak_and_no_more() -> None:
     # FA4: up to 1613 TFLOP/s on B200 (71% of 2250); GB200 at the MAMF sustained-clock ratio
-    b200 = load_gpu("b200").kernels.attention  # type: ignore[union-attr]
-    gb200 = load_gpu("gb200").kernels.attention  # type: ignore[union-attr]
-    assert b200 is not None and gb200 is not None
+    b200, gb200 = attention_curves()["fa4-b200"], attention_curves()["fa4-gb200"]
     assert attention_share(b200, 16384, False, False) * 2250 == pytest.approx(1613, rel=ANCHOR)
     shares = [
         attention_share(b200, s, c, b, head_dim=d)
@@ -403,3 +401,125 @@ def test_blackwell_attention_reaches_flashattention4s_peak_and_no_more() -> None
     for seq in (512, 4096):
         gb = attention_share(gb200, seq, True, True)
         assert gb == pytest.approx(attention_share(b200, seq, True, True) * ratio, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("gpu_id", "peak", "seq", "forward", "backward"),
+    [
+        # cudnn-frontend sdpa_bf16_benchmark_results_NVIDIA_B200.csv (cuDNN 9.13), causal
+        pytest.param("b200", 2250, 4096, 855.678, 701.265, id="cudnn913-b200-4k"),
+        pytest.param("b200", 2250, 8192, 1171.278, 942.509, id="cudnn913-b200-8k"),
+        pytest.param("b200", 2250, 32768, 1419.000, 1108.688, id="cudnn913-b200-32k"),
+        # sdpa_bf16_benchmark_results_NVIDIA_GB200.csv (cuDNN 9.17), causal
+        pytest.param("gb200", 2500, 4096, 1386, 1054, id="cudnn917-gb200-4k"),
+        pytest.param("gb200", 2500, 8192, 1584, 1211, id="cudnn917-gb200-8k"),
+        pytest.param("gb200", 2500, 131072, 1467, 1188, id="cudnn917-gb200-128k"),
+    ],
+)
+def test_blackwell_presets_run_cudnns_measured_causal_attention(
+    gpu_id: str, peak: float, seq: int, forward: float, backward: float
+) -> None:
+    # Transformer Engine and SDPA run cuDNN's fused attention on Blackwell, not FA4
+    curve = load_gpu(gpu_id).kernels.attention  # type: ignore[union-attr]
+    assert curve is not None and curve.name.startswith("cuDNN")
+    assert attention_share(curve, seq, True, False) * peak == pytest.approx(forward, rel=1e-3)
+    assert attention_share(curve, seq, True, True) * peak == pytest.approx(backward, rel=1e-3)
+
+
+def test_cudnn_no_mask_rows_take_cudnn_918s_gb200_mask_ratio() -> None:
+    # results/gb200_918_only_cudnn/llama3.1_20260126_110503.csv: no_mask 1675 / top_left 1563
+    curve = attention_curves()["cudnn-b200"]
+    ratio = attention_share(curve, 8192, False, False) / attention_share(curve, 8192, True, False)
+    assert ratio == pytest.approx(1675 / 1563, rel=1e-3)
+    # FA4 beats cuDNN 9.13 by up to 1.3x (FA4 paper): B200's causal 8k forward is ~1.28x apart
+    fa4 = attention_curves()["fa4-b200"]
+    gap = attention_share(fa4, 8192, True, False) / attention_share(curve, 8192, True, False)
+    assert 1.1 < gap <= 1.3
+
+
+TE_5B_GEMMS = [
+    (15872, 12288, 4096),
+    (15872, 4096, 4096),
+    (15872, 16384, 4096),
+    (15872, 4096, 16384),
+]
+"""Transformer Engine gemm_profiling.rst's 5B layer (hidden 4096, MLP 16384, M = 31 x 512)."""
+
+
+def _te_layer_ms(gpu_id: str, dtype: str) -> float:
+    """The 12 GEMMs (forward, input and weight gradients) of TE's 5B layer on a preset, at the
+    preset's training-shape share, in ms."""
+    gpu = load_gpu(gpu_id)
+    figures = gpu.kernels
+    assert figures is not None
+    share = figures.fp8_training_shape_share if dtype == "fp8" else figures.training_shape_share
+    block = 1.0
+    if dtype == "fp4":  # NVFP4: its own figure and the block-scaled share
+        share, block = figures.fp4_training_shape_share or 1.0, BLOCK_SCALED_GEMM_SHARE["nvfp4"]
+    seconds = 0.0
+    for m, n, k in TE_5B_GEMMS:
+        for a, b, c in ((m, n, k), (m, k, n), (n, k, m)):
+            eff = gemm_efficiency(a, b, c, dtype, gpu, gpu.hbm_bytes_per_s * 0.8)  # type: ignore[arg-type]
+            peak = peak_flops_per_s(gpu, dtype)  # type: ignore[arg-type]
+            seconds += 2 * a * b * c / (eff * share * block * peak)
+    return seconds * 1e3
+
+
+@pytest.mark.parametrize(("dtype", "ms"), [("bf16", 13.102), ("fp8", 6.812), ("fp4", 3.764)])
+def test_b200_training_gemms_take_transformer_engines_published_layer_time(
+    dtype: str, ms: float
+) -> None:
+    # gemm_profiling.rst, B300, pre-quantized: 13.102 ms BF16, 6.812 FP8 current scaling, 3.764
+    # NVFP4 per layer
+    assert _te_layer_ms("b200", dtype) == pytest.approx(ms, rel=2e-3)
+    # well below the MAMF best shape's rate: 19.17 TFLOP per layer at 1463 / 2815 TFLOP/s
+    flops = sum(2 * m * n * k for m, n, k in TE_5B_GEMMS) * 3
+    mamf = {"bf16": 1745.0, "fp8": 3432.5, "fp4": 2 * 3432.5}[dtype]
+    assert flops / (ms * 1e-3) / 1e12 < mamf * 0.85
+
+
+def test_training_shape_share_slows_blackwell_training_gemms_not_hoppers() -> None:
+    def gemm_s(gpu: GpuSpec, precision: Precision = "fp8-mixed") -> float:
+        workload = TrainingWorkload(seq_len=8192, global_batch_size=64, precision=precision)
+        ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(), workload=workload)
+        work = stage_work(LLAMA_70B, (0,), 8192, False, False)
+        return pass_times(work, ctx).weight_s  # weight-gradient GEMMs only
+
+    b200 = load_gpu("b200")
+    assert b200.kernels is not None
+    plain = dataclasses.replace(
+        b200,
+        kernels=dataclasses.replace(
+            b200.kernels,
+            training_shape_share=1.0,
+            fp8_training_shape_share=1.0,
+            fp4_training_shape_share=None,
+        ),
+    )
+    assert gemm_s(b200) / gemm_s(plain) == pytest.approx(1 / 0.8216, rel=1e-6)
+    nvfp4 = gemm_s(b200, "nvfp4-mixed") / gemm_s(plain, "nvfp4-mixed")
+    assert nvfp4 == pytest.approx(1 / 0.7815, rel=1e-6)
+    h100 = load_gpu("h100-sxm").kernels
+    assert h100 is not None and h100.fp8_training_shape_share == h100.training_shape_share == 1
+    # a user's measured GEMMs describe their shapes: no multiplier over them
+    point = GemmPoint(m=8192, n=8192, k=8192, dtype="fp8", efficiency=0.6)
+    measured = with_measured_gemms(b200, [point]).kernels
+    assert measured is not None and measured.fp8_training_shape_share == 1.0
+
+
+def test_cudnn_tables_move_between_blackwell_gpus_at_the_mamf_clock_ratio() -> None:
+    # GB200 / B200 sustained share (ml-engineering MAMF BF16): (1822 / 2500) / (1745 / 2250)
+    ratio = (1822 / 2500) / (1745 / 2250)
+    curves = attention_curves()
+    for seq in (4096, 8192, 32768):
+        measured_b200 = attention_share(curves["cudnn-b200"], seq, True, True)
+        on_gb200 = attention_share(curves["cudnn913-gb200"], seq, True, True)
+        assert on_gb200 == pytest.approx(measured_b200 * ratio, rel=2e-3)
+        measured_gb200 = attention_share(curves["cudnn-gb200"], seq, True, False)
+        on_b200 = attention_share(curves["cudnn917-b200"], seq, True, False)
+        assert on_b200 == pytest.approx(measured_gb200 / ratio, rel=2e-3)
+    # cuDNN 9.13 -> 9.17 on the same GPU: the newer kernels are faster at 8k (1584 of 2500 on
+    # GB200 against 1171.278 of 2250 on B200 at the clock ratio)
+    assert attention_share(curves["cudnn-gb200"], 8192, True, False) > attention_share(
+        curves["cudnn913-gb200"], 8192, True, False
+    )

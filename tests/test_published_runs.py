@@ -245,3 +245,24 @@ def test_the_step_time_sentence_states_the_mean_error_per_generation(table):
         mean = percent_text(rows["error"].abs().mean())
         assert f"{mean} ({len(rows)}) on {generation}" in statement, statement
     assert f"{int((table['error'] > 0).sum())} too high" in statement
+
+
+def test_megatron_bridge_blackwell_rows_run_their_releases_cudnn() -> None:
+    # Megatron-Bridge v0.2.0 (25.11) builds on NGC PyTorch 25.09 (cuDNN 9.13, the image of
+    # cudnn-frontend's B200 figures); v0.4.0 (26.04) on PyTorch 26.02 (after cuDNN 9.17)
+    from explorer.published_runs.scenario import scenario
+
+    runs = {r.id: r for r in load_published_runs().run}
+    kernel = {
+        rid: scenario(runs[rid]).assumptions.compute.attention_kernel
+        for rid in (
+            "mbridge-25.11-b200-llama3-8b-fp8cs",
+            "mbridge-25.11-gb200-llama3-8b-fp8cs",
+            "mbridge-26.04.01-b200-qwen3-235b-mxfp8",
+            "mbridge-26.04.01-gb200-llama3-70b-mxfp8",
+            "mbridge-25.11-h100-llama3-8b-fp8cs",
+        )
+    }
+    assert list(kernel.values()) == [
+        "cudnn-b200", "cudnn913-gb200", "cudnn917-b200", "cudnn-gb200", None,
+    ]  # fmt: skip

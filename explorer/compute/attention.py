@@ -4,14 +4,17 @@ FlashAttention-style kernels run at a share of the dense BF16 peak that rises wi
 sequence length (more key blocks per query block amortise each block's softmax rescaling and
 write-back) and falls under a causal mask at short lengths (the diagonal blocks are half
 empty). The GPU preset names a measured table (``presets/kernels/attention.toml``: FA3 on H100,
-FA2 on A100); between its sequence lengths the share is interpolated in log2(length), outside
+FA2 on A100, cuDNN's fused attention on B200 and GB200, which Transformer Engine and PyTorch's
+SDPA run there: NVIDIA cudnn-frontend's published SDPA training benchmark); between its
+sequence lengths the share is interpolated in log2(length), outside
 them it is held at the nearest end. A table may carry the same kernel's tables at other head
 dimensions (FA3's Figs. 5-6 measure 64, 128 and 256: a larger head does more MMA work per
 softmax element); between them the share is interpolated in log2(head dimension), outside them
 held at the nearest. MLA's heads are 192 wide in Q K^T and 128 in P V: the head dimension is
 their mean, as the two products' FLOPs weigh them. The causal backward is not published: it
 takes the backward share times the forward's causal / no-mask ratio at the same length (the
-same half-empty diagonal blocks).
+same half-empty diagonal blocks). cuDNN's benchmark measures the causal passes only: its
+tables' no-mask rows are built so that this rule gives back the measured causal backward.
 """
 
 from __future__ import annotations

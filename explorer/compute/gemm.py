@@ -79,6 +79,11 @@ def with_measured_gemms(gpu: GpuSpec, points: Iterable[GemmPoint]) -> GpuSpec:
     new = tuple(points)
     shapes = {(p.m, p.n, p.k, p.dtype) for p in new}
     kept = tuple(p for p in figures.gemms if (p.m, p.n, p.k, p.dtype) not in shapes)
+    # measured points describe the user's own shapes: no training-shape multiplier over them
+    figures = replace(
+        figures, training_shape_share=1.0, fp8_training_shape_share=1.0,
+        fp4_training_shape_share=None,
+    )  # fmt: skip
     return replace(gpu, kernels=replace(figures, gemms=kept + new))
 
 

@@ -131,11 +131,16 @@ def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
     """The block kinds' GEMM seconds for ``ctx`` (cached on what they read of it); ``bf16``:
     of its blocks kept in BF16."""
     layout, a = ctx.layout, ctx.assumptions
+    figures = kernel_figures(ctx.gpu)  # training shapes against the best-shape anchors
+    bf16_share, low_share = figures.training_shape_share, figures.fp8_training_shape_share
+    if ctx.policy.compute == "fp4" and figures.fp4_training_shape_share is not None:
+        low_share = figures.fp4_training_shape_share
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
         layout.micro_batch_size, ctx.workload.seq_len, "bf16" if bf16 else ctx.policy.compute,
-        bandwidth, a.gemm_efficiency_scale, a.max_efficiency, a.grouped_gemm_call_s,
-        BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0),
+        bandwidth, a.gemm_efficiency_scale * bf16_share, a.max_efficiency,
+        a.grouped_gemm_call_s,
+        BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0) * low_share / bf16_share,
     )  # fmt: skip
 
 

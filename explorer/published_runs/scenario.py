@@ -130,14 +130,30 @@ llm-foundry's [gpu] extra, flash-attn 1.0.3 / 1.0.9 (setup.py; FP8 runs pip-inst
 flash-attn 1.0.7): no FlashAttention-2 anywhere (presets/kernels/attention.toml fa1-*)."""
 
 
+MBRIDGE_CUDNN: Final[dict[tuple[str, str], AttentionKernel]] = {
+    ("25.11", "b200"): "cudnn-b200",
+    ("25.11", "gb200"): "cudnn913-gb200",
+    ("26.04.01", "b200"): "cudnn917-b200",
+    ("26.04.01", "gb200"): "cudnn-gb200",
+}
+"""The cuDNN attention table of a Megatron-Bridge Blackwell row by release (its table's
+container) and GPU: the 25.11 release (Megatron-Bridge v0.2.0, 2025-11-26) builds on NGC
+PyTorch 25.09 (docker/Dockerfile.ci), cuDNN 9.13, the image of cudnn-frontend's B200
+figures; the 26.04 one (v0.4.0) on PyTorch 26.02, newer than cuDNN 9.17, the newest measured
+here. The GPU presets carry each GPU's own measurement (presets/kernels/attention.toml)."""
+
+
 def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
     """The attention table a run's stack calls where it is not the GPU preset's: torchtitan's
     SDPA on Hopper (every torchtitan run here predates torch 2.9); LLM Foundry's 2023
-    FlashAttention v1 kernels (FLASH1)."""
+    FlashAttention v1 kernels (FLASH1); Megatron-Bridge's cuDNN by release on Blackwell
+    (MBRIDGE_CUDNN)."""
     if run.framework == "torchtitan" and run.generation == "Hopper":
         return SDPA_FLASH_HOPPER
     if run.framework == "LLM Foundry":
         return FLASH1.get(run.generation)
+    if run.framework == "Megatron-Bridge" and run.generation == "Blackwell":
+        return MBRIDGE_CUDNN.get((run.table.split(" ", 1)[0], run.gpu))
     return None
 
 
