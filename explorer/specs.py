@@ -343,6 +343,11 @@ class ModelSpec:
         return index not in self.mamba_layers and index not in self.ffn_only_layers
 
     @property
+    def single_module_blocks(self) -> bool:
+        """Whether blocks hold one sub-module each (Nemotron-H: Mamba2, attention or MLP)."""
+        return bool(self.mamba_layers or self.attention_only_layers or self.ffn_only_layers)
+
+    @property
     def mamba_inner_size(self) -> int:
         """Mamba2 d_inner: heads x head width (transformers NemotronHMamba2Mixer)."""
         return self.mamba_num_heads * self.mamba_head_dim

@@ -59,7 +59,7 @@ from explorer.memory.serving_layout import (
     kv_cache_bytes_per_sequence,
 )
 from explorer.presets import load_gpu, load_model
-from explorer.specs import ServingWorkload
+from explorer.specs import Layout, ServingWorkload
 
 # Exact counts: the safetensors parameter count the Hugging Face hub shows for the checkpoint
 # (or the model card's exact figure, BLOOM: "176,247,271,424 parameters").
@@ -437,3 +437,29 @@ def test_nemotron_h_bad_configs_name_the_field(change: dict, words: str) -> None
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")) as err:
         model_from_config(config)
     assert "\n" not in str(err.value)
+
+
+def test_nemotron_h_decode_scan_does_not_grow_with_context() -> None:
+    from explorer.serving.latency import _stage_flops
+
+    model = model_from_config(NEMOTRON_H_8B)
+    mamba_only = _stage_flops(model, (0,), False)  # block 0 is a Mamba2 block
+    assert mamba_only.attention_per_key == 0
+    one_token = block_forward_flops(model, 0, 1, causal=False)
+    assert mamba_only.dense == one_token.attention_projections + one_token.attention_core
+    assert _stage_flops(model, (7,), False).attention_per_key == 2 * 32 * 256  # q k and p v
+
+
+def test_nemotron_h_training_states_follow_each_block_kind() -> None:
+    from explorer.memory.states import single_module_block_params_per_gpu, stage_params
+    from explorer.partition import StagePlan
+
+    model = model_from_config(NEMOTRON_H_8B)
+    layout = Layout(tp=2)
+    # blocks 13-25 read "M-M-M*-M-M-M-": 6 Mamba2, 1 attention (18), 6 MLP; TP 2 halves each
+    # (8 KV heads -> 4 a GPU), the 13 pre-norms are replicated.
+    plan = StagePlan(stage=1, layers=tuple(range(13, 26)), num_moe_layers=0, has_embedding=False,
+                     has_head=False)  # fmt: skip
+    expected = (6 * NEMOTRON_H_MAMBA + NEMOTRON_H_ATTENTION + 6 * NEMOTRON_H_MLP) / 2 + 13 * 4096
+    assert stage_params(model, layout, plan).dense == expected
+    assert single_module_block_params_per_gpu(model, 1, 2) == NEMOTRON_H_MLP / 2 + 4096
