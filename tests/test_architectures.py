@@ -463,3 +463,21 @@ def test_nemotron_h_training_states_follow_each_block_kind() -> None:
     expected = (6 * NEMOTRON_H_MAMBA + NEMOTRON_H_ATTENTION + 6 * NEMOTRON_H_MLP) / 2 + 13 * 4096
     assert stage_params(model, layout, plan).dense == expected
     assert single_module_block_params_per_gpu(model, 1, 2) == NEMOTRON_H_MLP / 2 + 4096
+
+
+def test_nemotron_h_activations_are_the_mean_of_its_block_kinds() -> None:
+    from explorer.memory.activations import block_tensors
+    from explorer.memory.assumptions import TrainingAssumptions
+    from explorer.memory.tensors import ActivationShape
+
+    model = model_from_config(NEMOTRON_H_8B)
+    x = ActivationShape(seq_len=8192, micro_batch_size=1)
+    # bf16 bytes a token: Mamba2 norm and in_proj inputs 2 x 4096, in_proj output 18560, scan
+    # output 8192, fp32 rstd of 8 groups; attention norm and QKV inputs 2 x 4096, q 4096, k and
+    # v 2 x 1024, output 4096, fp32 log-sum-exp of 32 heads; MLP norm and up inputs 2 x 4096,
+    # squared-ReLU input and output 2 x 21504.
+    mamba = 2 * (4096 + 4096 + 18560 + 8192) + 4 * 8
+    attention = 2 * (4096 + 4096 + 4096 + 2048 + 4096) + 4 * 32
+    mlp = 2 * (4096 + 4096 + 2 * 21504)
+    block = sum(t.bytes for t in block_tensors(model, "dense", x, TrainingAssumptions()))
+    assert 52 * block == pytest.approx(8192 * (24 * mamba + 4 * attention + 24 * mlp), rel=1e-12)
