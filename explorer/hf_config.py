@@ -824,6 +824,11 @@ class _NemotronH(_Config):
                 f"config.json field 'mlp_hidden_act' is {_short(self.mlp_hidden_act)}; this "
                 "tool models NemotronHForCausalLM with relu2 only."
             )
+        if self.mamba_num_heads % self.n_groups:
+            raise ConfigError(
+                f"config.json field 'mamba_num_heads' ({shown(self.mamba_num_heads)}) must be a "
+                f"multiple of 'n_groups' ({shown(self.n_groups)})."
+            )
         pattern = self._pattern()
         blocks = {kind: tuple(i for i, c in enumerate(pattern) if c == kind) for kind in "M*-"}
         return {

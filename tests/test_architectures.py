@@ -362,6 +362,11 @@ def test_nemotron_h_layer_kinds_from_the_pattern() -> None:
     assert (mamba.attention, mamba.mlp, mamba.norms) == (NEMOTRON_H_MAMBA, 0, 4096)
     assert (attention.attention, attention.mlp) == (NEMOTRON_H_ATTENTION, 0)
     assert (mlp.attention, mlp.mlp) == (0, NEMOTRON_H_MLP)
+    # layers_block_type (transformers' newer name) reads the same model
+    names = {"M": "mamba", "*": "attention", "-": "mlp"}
+    listed = [names[c] for c in NEMOTRON_H_8B["hybrid_override_pattern"]]
+    as_list = {k: v for k, v in NEMOTRON_H_8B.items() if k != "hybrid_override_pattern"}
+    assert model_from_config(as_list | {"layers_block_type": listed}) == model
     # model_type alone reads the same model
     bare = {k: v for k, v in NEMOTRON_H_8B.items() if k != "architectures"}
     assert param_counts(model_from_config(bare)).total == 8_100_852_736
@@ -428,7 +433,7 @@ def test_nemotron_h_flops() -> None:
         ({"hybrid_override_pattern": "M-M-", "num_hidden_layers": 4}, "no attention block"),
         ({"hybrid_override_pattern": None}, "no field 'hybrid_override_pattern'"),
         ({"mlp_hidden_act": "silu"}, "field 'mlp_hidden_act' is 'silu'"),
-        ({"mamba_num_heads": 100}, "mamba_num_heads (100) must be a multiple of mamba_n_groups"),
+        ({"mamba_num_heads": 100}, "'mamba_num_heads' (100) must be a multiple of 'n_groups'"),
         ({"ssm_state_size": 0}, "field 'ssm_state_size' must be positive"),
     ],
 )
