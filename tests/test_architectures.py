@@ -486,3 +486,23 @@ def test_nemotron_h_activations_are_the_mean_of_its_block_kinds() -> None:
     mlp = 2 * (4096 + 4096 + 2 * 21504)
     block = sum(t.bytes for t in block_tensors(model, "dense", x, TrainingAssumptions()))
     assert 52 * block == pytest.approx(8192 * (24 * mamba + 4 * attention + 24 * mlp), rel=1e-12)
+
+
+def test_nemotron_h_search_bounds_hold_and_pruning_is_exact() -> None:
+    from test_search import _check_bounds_on_sampled_layouts, _ranked_keys
+
+    from explorer.calibration import dgx_a100
+    from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+    from explorer.mesh import Problem, SearchSpace
+    from explorer.search import search
+    from explorer.specs import TrainingWorkload
+
+    model = model_from_config(NEMOTRON_H_8B)
+    workload = TrainingWorkload(seq_len=2048, global_batch_size=128)
+    cluster = dgx_a100(16)
+    p = Problem(model=model, cluster=cluster, workload=workload, num_gpus=16)
+    _check_bounds_on_sampled_layouts(p, DEFAULT_ESTIMATE_ASSUMPTIONS)
+    space = SearchSpace(micro_batch_sizes=(1, 2), max_virtual=2)
+    pruned = search(model, cluster, workload, ranked=12, space=space)
+    full = search(model, cluster, workload, ranked=None, space=space)
+    assert _ranked_keys(pruned.layouts) == _ranked_keys(full.layouts.head(12))
