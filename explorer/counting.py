@@ -137,8 +137,32 @@ def linear_attention_params(model: ModelSpec) -> int:
     return projections + conv + 2 * v_heads + model.linear_value_head_dim
 
 
+def mamba_params(model: ModelSpec) -> int:
+    """Parameters of one Mamba2 mixer (Nemotron-H 'M' block, its pre-norm left out).
+
+    Source: transformers NemotronHMamba2Mixer: in_proj (h -> 2 d_inner + 2 G N + H), a
+    depthwise conv1d over d_inner + 2 G N channels (kernel K, bias with use_conv_bias),
+    dt_bias, A_log and D (one per head), a gated RMSNorm over d_inner, out_proj (d_inner -> h);
+    Dao & Gu 2024, Mamba-2 (arXiv:2405.21060) sec. 7.1 (parallel projections of x, z, B, C, dt).
+    """
+    h, heads, inner = model.hidden_size, model.mamba_num_heads, model.mamba_inner_size
+    bc = 2 * model.mamba_n_groups * model.ssm_state_size
+    in_width = 2 * inner + bc + heads
+    conv_channels = inner + bc
+    conv = conv_channels * (model.mamba_conv_kernel + model.mamba_conv_bias)
+    biases = (in_width + h) * model.mamba_proj_bias
+    return h * in_width + conv + 3 * heads + inner + inner * h + biases
+
+
 def layer_params(model: ModelSpec, index: int) -> LayerParams:
     """Parameters of transformer block ``index`` (0-based), by component."""
+    one_norm = norm_params(model, model.hidden_size)
+    if index in model.mamba_layers:  # the mixer is counted as the block's "attention"
+        return LayerParams(attention=mamba_params(model), norms=one_norm)
+    if index in model.attention_only_layers:
+        return LayerParams(attention=attention_params(model), norms=one_norm)
+    if index in model.ffn_only_layers:
+        return LayerParams(mlp=mlp_params(model, model.intermediate_size), norms=one_norm)
     linear = index in model.linear_attention_layers
     common = {
         "attention": linear_attention_params(model) if linear else attention_params(model),

@@ -129,10 +129,55 @@ def linear_attention_core_flops_per_token(model: ModelSpec) -> float:
     )
 
 
+def mamba_weights(model: ModelSpec) -> int:
+    """Weights in the matrix multiplies of one Mamba2 mixer: in_proj and out_proj (the
+    depthwise convolution is left out like other elementwise work)."""
+    inner = model.mamba_inner_size
+    bc = 2 * model.mamba_n_groups * model.ssm_state_size
+    return model.hidden_size * (2 * inner + bc + model.mamba_num_heads) + inner * model.hidden_size
+
+
+def mamba_core_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> float:
+    """Forward FLOPs of the SSD scan for one token, one Mamba2 block (chunked algorithm).
+
+    Source: Dao & Gu 2024, Mamba-2 (arXiv:2405.21060) sec. 6 (SSD algorithm, chunks of length
+    Q): per token, the intra-chunk C B^T costs 2 q N per group and its product with X 2 q P per
+    head, where q is the keys a query sees inside its chunk (causal: (Q + 1) / 2, the chunked-
+    attention count); the chunk state B^T X and its read C h cost 2 N P each per head. The
+    inter-chunk recurrence (N P per chunk) is left out. Linear in the sequence length.
+    """
+    n, p = model.ssm_state_size, model.mamba_head_dim
+    q = keys_per_query_chunked(seq_len, min(model.mamba_chunk_size, seq_len), causal)
+    intra = 2.0 * q * (n * model.mamba_n_groups + p * model.mamba_num_heads)
+    return intra + 4.0 * n * p * model.mamba_num_heads
+
+
+def _single_module_flops(
+    model: ModelSpec, index: int, seq_len: int, causal: bool
+) -> FlopsPerToken | None:
+    """A Nemotron-H block of one sub-module (Mamba2, attention alone, MLP alone), else None."""
+    zero = FlopsPerToken(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    if index in model.mamba_layers:
+        return dataclasses.replace(
+            zero,
+            attention_projections=2.0 * mamba_weights(model),
+            attention_core=mamba_core_flops_per_token(model, seq_len, causal),
+        )
+    if index in model.ffn_only_layers:
+        return dataclasses.replace(zero, mlp=2.0 * mlp_weights(model, model.intermediate_size))
+    if index in model.attention_only_layers:
+        plain = dataclasses.replace(model, attention_only_layers=())
+        return dataclasses.replace(block_forward_flops(plain, index, seq_len, causal), mlp=0.0)
+    return None
+
+
 def block_forward_flops(
     model: ModelSpec, index: int, seq_len: int, causal: bool = True
 ) -> FlopsPerToken:
     """Forward FLOPs for one token through block ``index`` (MoE: top-k plus shared experts)."""
+    single = _single_module_flops(model, index, seq_len, causal)
+    if single is not None:
+        return single
     if model.is_moe_layer(index):
         ffn = model.num_experts_per_tok * mlp_weights(model, model.moe_intermediate_size)
         ffn += mlp_weights(model, model.shared_ffn_size) if model.shared_ffn_size else 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from explorer.files import UserFileError, read_user_file
 from explorer.limits import LIMITS, MAX_CONFIG_BYTES, LimitError, check_json_text, shown
@@ -722,6 +722,144 @@ class _Qwen3Next(_Qwen3Moe):
         return fields
 
 
+_NEMOTRON_H_KINDS: Mapping[str, str] = MappingProxyType(
+    {
+        "mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*",
+        "mlp": "-", "moe": "E",
+    }
+)  # fmt: skip
+"""layers_block_type names -> hybrid_override_pattern characters (transformers NemotronHConfig,
+old and new names)."""
+
+MambaSize = Annotated[int, Field(strict=True, gt=0, le=1 << 17)]
+"""A Mamba2 width; at most 131,072 (this tool's limit, the same as hidden_size's)."""
+
+
+class _NemotronH(_Config):
+    """NemotronHForCausalLM (Nemotron-H 4B/8B/47B/56B): a hybrid of single-module blocks, one
+    character per block in hybrid_override_pattern: 'M' a Mamba2 mixer, '*' GQA attention
+    without RoPE, '-' a squared-ReLU MLP of two matrices; each block has one RMSNorm before
+    its module; untied LM head.
+
+    Source: Nemotron-H report (arXiv:2504.03624) sec. 2.1 (layer pattern, Mamba-2 layers,
+    squared-ReLU FFN); transformers models/nemotron_h (NemotronHConfig, NemotronHBlock,
+    NemotronHMamba2Mixer).
+    """
+
+    hidden_size: Size
+    vocab_size: Size
+    num_attention_heads: Size
+    num_key_value_heads: Size | None = None
+    head_dim: Size | None = None
+    attention_head_dim: Size | None = None  # the name in nvidia's own config.json files
+    intermediate_size: Size
+    max_position_embeddings: Size = 4096
+    tie_word_embeddings: Flag = False
+    attention_bias: Flag = False
+    mlp_bias: Flag = False
+    use_bias: Flag = False  # in_proj and out_proj of the Mamba2 mixer
+    mlp_hidden_act: Text = "relu2"
+    num_hidden_layers: Size | None = None
+    hybrid_override_pattern: Text | None = None
+    layers_block_type: tuple[Text, ...] | None = None
+    mamba_num_heads: MambaSize
+    mamba_head_dim: MambaSize
+    ssm_state_size: MambaSize
+    n_groups: MambaSize = Field(
+        default=8, validation_alias=AliasChoices("n_groups", "mamba_n_groups")
+    )
+    conv_kernel: MambaSize = Field(
+        default=4, validation_alias=AliasChoices("conv_kernel", "mamba_d_conv")
+    )
+    use_conv_bias: Flag = Field(
+        default=True, validation_alias=AliasChoices("use_conv_bias", "mamba_conv_bias")
+    )
+    chunk_size: MambaSize = Field(
+        default=128, validation_alias=AliasChoices("chunk_size", "mamba_chunk_size")
+    )
+
+    def _pattern(self) -> str:
+        if self.hybrid_override_pattern is not None:
+            pattern, field = self.hybrid_override_pattern, "hybrid_override_pattern"
+        elif self.layers_block_type is not None:
+            unknown = sorted(set(self.layers_block_type) - set(_NEMOTRON_H_KINDS))
+            if unknown:
+                raise ConfigError(
+                    f"config.json field 'layers_block_type' has {_short(unknown[0])}; each entry "
+                    f"must be one of {', '.join(_NEMOTRON_H_KINDS)}."
+                )
+            pattern = "".join(_NEMOTRON_H_KINDS[k] for k in self.layers_block_type)
+            field = "layers_block_type"
+        else:
+            raise ConfigError(
+                "config.json has no field 'hybrid_override_pattern' (or 'layers_block_type'), "
+                "which NemotronHForCausalLM needs."
+            )
+        bad = sorted(set(pattern) - set("M*-E"))
+        if not pattern or bad:
+            raise ConfigError(
+                f"config.json field '{field}' must be a non-empty string of 'M' (Mamba2), '*' "
+                f"(attention) and '-' (MLP), got {_short(pattern)}."
+            )
+        if "E" in pattern:
+            raise ConfigError(
+                f"config.json field '{field}' has MoE blocks ('E', Nemotron 3); this tool "
+                "models Nemotron-H with Mamba2, attention and MLP blocks only."
+            )
+        if "*" not in pattern:  # serving sizes its KV pool on the attention blocks
+            raise ConfigError(
+                f"config.json field '{field}' has no attention block ('*'); this tool models "
+                "Nemotron-H hybrids with at least one."
+            )
+        if self.num_hidden_layers is not None and self.num_hidden_layers != len(pattern):
+            raise ConfigError(
+                f"config.json field 'num_hidden_layers' is {shown(self.num_hidden_layers)} but "
+                f"'{field}' describes {shown(len(pattern))} blocks."
+            )
+        return pattern
+
+    def spec_fields(self) -> dict[str, Any]:
+        if self.mlp_hidden_act != "relu2":
+            raise ConfigError(
+                f"config.json field 'mlp_hidden_act' is {_short(self.mlp_hidden_act)}; this "
+                "tool models NemotronHForCausalLM with relu2 only."
+            )
+        if self.mamba_num_heads % self.n_groups:
+            raise ConfigError(
+                f"config.json field 'mamba_num_heads' ({shown(self.mamba_num_heads)}) must be a "
+                f"multiple of 'n_groups' ({shown(self.n_groups)})."
+            )
+        pattern = self._pattern()
+        blocks = {kind: tuple(i for i, c in enumerate(pattern) if c == kind) for kind in "M*-"}
+        return {
+            "num_hidden_layers": len(pattern),
+            "hidden_size": self.hidden_size,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim or self.attention_head_dim,
+            "intermediate_size": self.intermediate_size,
+            "vocab_size": self.vocab_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "ffn_kind": "relu2",
+            "norm_kind": "rmsnorm",
+            "attention_bias": self.attention_bias,
+            "attention_out_bias": self.attention_bias,
+            "mlp_bias": self.mlp_bias,
+            "mamba_layers": blocks["M"],
+            "attention_only_layers": blocks["*"],
+            "ffn_only_layers": blocks["-"],
+            "mamba_num_heads": self.mamba_num_heads,
+            "mamba_head_dim": self.mamba_head_dim,
+            "ssm_state_size": self.ssm_state_size,
+            "mamba_n_groups": self.n_groups,
+            "mamba_conv_kernel": self.conv_kernel,
+            "mamba_conv_bias": self.use_conv_bias,
+            "mamba_proj_bias": self.use_bias,
+            "mamba_chunk_size": self.chunk_size,
+        }
+
+
 ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
     {
         "LlamaForCausalLM": _Llama,
@@ -749,6 +887,7 @@ ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
         "GptOssForCausalLM": _GptOss,
         "DeepseekV32ForCausalLM": _DeepseekV32,
         "Qwen3NextForCausalLM": _Qwen3Next,
+        "NemotronHForCausalLM": _NemotronH,
     }
 )
 """Supported ``architectures`` names and the fields each reads."""
@@ -780,6 +919,7 @@ MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "gpt_oss": "GptOssForCausalLM",
         "deepseek_v32": "DeepseekV32ForCausalLM",
         "qwen3_next": "Qwen3NextForCausalLM",
+        "nemotron_h": "NemotronHForCausalLM",
     }
 )
 """``model_type`` values used when a config has no ``architectures`` list."""
@@ -849,7 +989,6 @@ CLOSEST: Mapping[str, str] = MappingProxyType(
         "phi": "Phi3ForCausalLM",
         "phi4": "Phi3ForCausalLM",
         "glm4": "LlamaForCausalLM",
-        "nemotron_h": "NemotronForCausalLM",
         "qwen3_5": "Qwen3NextForCausalLM",
         "qwen3_5_moe": "Qwen3NextForCausalLM",
         "falcon": "BloomForCausalLM",

@@ -209,6 +209,30 @@ class ModelSpec:
     """Linear-attention v head width."""
     linear_conv_kernel_dim: int = 0
     """Width of the causal depthwise convolution over q, k and v (Qwen3-Next: 4)."""
+    # Nemotron-H: every block is one sub-module ('M' Mamba2, '*' attention, '-' MLP) with one
+    # pre-norm (transformers NemotronHBlock). Empty tuples keep attention + MLP in every block.
+    mamba_layers: tuple[int, ...] = ()
+    """Blocks (0-based) that are a Mamba2 mixer alone (no attention, no MLP, no KV cache)."""
+    attention_only_layers: tuple[int, ...] = ()
+    """Blocks (0-based) that are attention alone (Nemotron-H '*': no MLP)."""
+    ffn_only_layers: tuple[int, ...] = ()
+    """Blocks (0-based) that are an MLP alone (Nemotron-H '-': no attention, no KV cache)."""
+    mamba_num_heads: int = 0
+    """Mamba2 heads; d_inner = mamba_num_heads x mamba_head_dim."""
+    mamba_head_dim: int = 0
+    """Mamba2 head width P."""
+    ssm_state_size: int = 0
+    """Mamba2 state width N (each head keeps a P x N state)."""
+    mamba_n_groups: int = 1
+    """Groups sharing one B and one C projection (Mamba2's n_groups)."""
+    mamba_conv_kernel: int = 4
+    """Width of the causal depthwise convolution over x, B and C."""
+    mamba_conv_bias: bool = True
+    """A bias on that convolution."""
+    mamba_proj_bias: bool = False
+    """Biases on in_proj and out_proj."""
+    mamba_chunk_size: int = 128
+    """Chunk length Q of the SSD algorithm (sets its intra-chunk FLOPs)."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -266,6 +290,16 @@ class ModelSpec:
                 )
         if self.kv_lora_rank is not None and not (self.qk_rope_head_dim and self.v_head_dim):
             raise ValueError("an MLA model needs qk_rope_head_dim and v_head_dim")
+        if self.mamba_layers:
+            _positive(
+                self, "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "mamba_n_groups",
+                "mamba_conv_kernel", "mamba_chunk_size",
+            )  # fmt: skip
+            if self.mamba_num_heads % self.mamba_n_groups:
+                raise ValueError(
+                    f"mamba_num_heads ({self.mamba_num_heads}) must be a multiple of "
+                    f"mamba_n_groups ({self.mamba_n_groups})"
+                )
 
     @property
     def kv_heads(self) -> int:
@@ -303,6 +337,20 @@ class ModelSpec:
     @property
     def num_moe_layers(self) -> int:
         return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
+
+    def holds_kv(self, index: int) -> bool:
+        """Whether block ``index`` keeps a KV cache (not a Mamba2 or MLP-only block)."""
+        return index not in self.mamba_layers and index not in self.ffn_only_layers
+
+    @property
+    def single_module_blocks(self) -> bool:
+        """Whether blocks hold one sub-module each (Nemotron-H: Mamba2, attention or MLP)."""
+        return bool(self.mamba_layers or self.attention_only_layers or self.ffn_only_layers)
+
+    @property
+    def mamba_inner_size(self) -> int:
+        """Mamba2 d_inner: heads x head width (transformers NemotronHMamba2Mixer)."""
+        return self.mamba_num_heads * self.mamba_head_dim
 
     def attention_window(self, index: int) -> int | None:
         """Tokens block ``index`` attends to (its sliding window), None for full attention."""

@@ -176,10 +176,24 @@ QWEN3_NEXT: dict[str, Any] = {
     "max_position_embeddings": 262144,
 }  # fmt: skip
 
+# nvidia/Nemotron-H-8B-Base-8K config.json (as quoted in NVIDIA-NeMo/Megatron-Bridge's
+# tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py; Nemotron-H report, arXiv:2504.03624,
+# sec. 2.1: 24 Mamba-2, 24 MLP and 4 self-attention layers).
+NEMOTRON_H_8B: dict[str, Any] = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "num_hidden_layers": 52, "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "attention_head_dim": 128, "intermediate_size": 21504,
+    "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8,
+    "conv_kernel": 4, "chunk_size": 128, "expand": 2, "use_conv_bias": True, "use_bias": False,
+    "attention_bias": False, "mlp_bias": False, "mlp_hidden_act": "relu2",
+    "vocab_size": 131072, "tie_word_embeddings": False, "max_position_embeddings": 8192,
+}  # fmt: skip
+
 ARCHITECTURE_CONFIGS: tuple[dict[str, Any], ...] = (
     GEMMA2_9B, GEMMA3_1B, GEMMA3_12B, PHI3_MINI, PHI35_MOE, NEMOTRON4_340B, BLOOM_560M,
     MPT_7B, MPT_7B | {"architectures": ["MptForCausalLM"]}, DEEPSEEK_V2, GLM45, LLAMA4_SCOUT,
     LLAMA4_SCOUT["text_config"] | {"architectures": ["Llama4ForCausalLM"]}, GPT_OSS_120B,
-    DEEPSEEK_V32, QWEN3_NEXT,
+    DEEPSEEK_V32, QWEN3_NEXT, NEMOTRON_H_8B,
 )  # fmt: skip
 """One config per new architecture (the hf_config fuzz test mutates them)."""

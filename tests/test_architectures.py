@@ -25,13 +25,20 @@ from architecture_configs import (
     LLAMA4_SCOUT,
     MPT_7B,
     NEMOTRON4_340B,
+    NEMOTRON_H_8B,
     PHI3_MINI,
     PHI4,
     PHI35_MOE,
     QWEN3_NEXT,
 )
 
-from explorer.counting import active_param_counts, linear_attention_params, param_counts
+from explorer.counting import (
+    active_param_counts,
+    layer_params,
+    linear_attention_params,
+    mamba_params,
+    param_counts,
+)
 from explorer.flops import (
     block_forward_flops,
     forward_flops_per_token,
@@ -39,8 +46,20 @@ from explorer.flops import (
     keys_per_query_chunked,
 )
 from explorer.hf_config import ConfigError, model_from_config
-from explorer.memory.serving_layout import kv_bytes_per_token_per_layer, kv_cache_bytes_per_sequence
-from explorer.presets import load_model
+from explorer.memory.serving import (
+    MemoryAssumptions,
+    ServingLayout,
+    kv_capacity_tokens,
+    max_concurrency,
+    stage_shapes,
+)
+from explorer.memory.serving_layout import (
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_layer,
+    kv_cache_bytes_per_sequence,
+)
+from explorer.presets import load_gpu, load_model
+from explorer.specs import Layout, ServingWorkload
 
 # Exact counts: the safetensors parameter count the Hugging Face hub shows for the checkpoint
 # (or the model card's exact figure, BLOOM: "176,247,271,424 parameters").
@@ -182,7 +201,6 @@ def test_bad_configs_name_the_field(config: dict, words: str) -> None:
     ("model_type", "closest"),
     [
         ("falcon", "BloomForCausalLM"),
-        ("nemotron_h", "NemotronForCausalLM"),
         ("qwen3_5_moe", "Qwen3NextForCausalLM"),
         ("gemma", "Gemma2ForCausalLM"),
         ("qwen2_vl", "Qwen2ForCausalLM"),
@@ -312,3 +330,179 @@ def test_qwen3_next_state_and_flops() -> None:
         block_forward_flops(model, 3, 65536).attention_core
         > block_forward_flops(model, 3, 4096).attention_core
     )
+
+
+# Nemotron-H-8B by hand from its config.json (transformers NemotronHMamba2Mixer shapes):
+# d_inner = 128 heads x 64 = 8192; B and C 2 x 8 groups x 128 = 2048; conv channels 10240.
+NEMOTRON_H_MAMBA = 4096 * (2 * 8192 + 2048 + 128) + 10240 * (4 + 1) + 3 * 128 + 8192 + 8192 * 4096
+NEMOTRON_H_ATTENTION = 4096 * 4096 * 2 + 2 * 4096 * 8 * 128  # q, o and GQA k, v (8 heads)
+NEMOTRON_H_MLP = 2 * 4096 * 21504  # squared ReLU: up and down, no gate
+
+
+def test_nemotron_h_counts() -> None:
+    model = model_from_config(NEMOTRON_H_8B)
+    assert mamba_params(model) == NEMOTRON_H_MAMBA == 109_635_968
+    # 24 Mamba2 + 4 attention + 24 MLP blocks, one RMSNorm each, final norm, untied head.
+    by_hand = (
+        24 * NEMOTRON_H_MAMBA + 4 * NEMOTRON_H_ATTENTION + 24 * NEMOTRON_H_MLP
+        + 52 * 4096 + 4096 + 2 * 131072 * 4096
+    )  # fmt: skip
+    assert param_counts(model).total == by_hand == 8_100_852_736
+    # The model card gives no exact count ("8B"); the hand count rounds to it.
+    assert param_counts(model).total == pytest.approx(8e9, rel=0.02)
+
+
+def test_nemotron_h_layer_kinds_from_the_pattern() -> None:
+    model = model_from_config(NEMOTRON_H_8B)
+    assert model.num_hidden_layers == 52
+    assert model.attention_only_layers == (7, 18, 29, 40)
+    assert len(model.mamba_layers) == 24 and len(model.ffn_only_layers) == 24
+    assert model.mamba_layers[:4] == (0, 2, 4, 6) and model.ffn_only_layers[:4] == (1, 3, 5, 8)
+    mamba, attention, mlp = (layer_params(model, i) for i in (0, 7, 1))
+    assert (mamba.attention, mamba.mlp, mamba.norms) == (NEMOTRON_H_MAMBA, 0, 4096)
+    assert (attention.attention, attention.mlp) == (NEMOTRON_H_ATTENTION, 0)
+    assert (mlp.attention, mlp.mlp) == (0, NEMOTRON_H_MLP)
+    # layers_block_type (transformers' newer name) reads the same model
+    names = {"M": "mamba", "*": "attention", "-": "mlp"}
+    listed = [names[c] for c in NEMOTRON_H_8B["hybrid_override_pattern"]]
+    as_list = {k: v for k, v in NEMOTRON_H_8B.items() if k != "hybrid_override_pattern"}
+    assert model_from_config(as_list | {"layers_block_type": listed}) == model
+    # model_type alone reads the same model
+    bare = {k: v for k, v in NEMOTRON_H_8B.items() if k != "architectures"}
+    assert param_counts(model_from_config(bare)).total == 8_100_852_736
+
+
+def test_nemotron_h_no_kv_on_mamba_or_mlp_blocks() -> None:
+    model = model_from_config(NEMOTRON_H_8B)
+    per_layer = kv_bytes_per_token_per_layer(model, "bf16")
+    assert per_layer == 2 * 8 * 128 * 2
+    assert kv_bytes_per_token(model, "bf16") == 4 * per_layer  # the four '*' blocks only
+    # Each Mamba2 block: a 128 x 64 x 128 fp32 state and 3 past inputs of 10240 channels (bf16).
+    state = 128 * 64 * 128 * 4 + 10240 * 3 * 2
+    for tokens in (1, 8192):
+        assert kv_cache_bytes_per_sequence(model, "bf16", tokens) == (
+            4 * tokens * per_layer + 24 * state
+        )
+    # Four pipeline stages of 13 blocks: the per-GPU KV follows each stage's attention blocks,
+    # the Mamba states its Mamba blocks (split over TP).
+    shapes = stage_shapes(model, ServingLayout(tp=2, pp=4), "bf16", "bf16", MemoryAssumptions())
+    assert [s.kv_bytes_per_token for s in shapes] == [per_layer / 2, per_layer / 2] * 2
+    assert [s.state_bytes_per_sequence * 2 for s in shapes] == [
+        sum(i in model.mamba_layers for i in s.layers) * state for s in shapes
+    ]
+    # the Mamba blocks' weights are split over TP, the MLP blocks hold no attention
+    one = stage_shapes(model, ServingLayout(), "bf16", "bf16", MemoryAssumptions())[0]
+    assert one.weights_bytes == pytest.approx(8_100_852_736 * 2, rel=1e-9)
+
+
+def test_nemotron_h_serving_with_a_stage_without_attention() -> None:
+    model = model_from_config(NEMOTRON_H_8B)
+    gpu = load_gpu("h100-sxm")
+    # pp=8: blocks 0-6 (stage 0) hold no attention block, so no KV cache per token there.
+    layout = ServingLayout(pp=8)
+    shapes = stage_shapes(model, layout, "bf16", "bf16", MemoryAssumptions())
+    assert shapes[0].kv_bytes_per_token == 0 and shapes[0].state_bytes_per_sequence > 0
+    workload = ServingWorkload(concurrency=8, prompt_len=1024, output_len=1024)
+    assert max_concurrency(model, gpu, layout, workload) > 8
+    assert kv_capacity_tokens(model, gpu, layout, workload) > 8 * 2048
+
+
+def test_nemotron_h_flops() -> None:
+    model = model_from_config(NEMOTRON_H_8B)
+    mamba = block_forward_flops(model, 0, 8192)
+    # in_proj and out_proj at 2 FLOPs a weight; SSD (Mamba-2 paper sec. 6) with chunk Q = 128:
+    # causal intra-chunk (129 / 2 keys a query) C B^T per group and its product with X per head,
+    # chunk state and its read 2 N P each per head.
+    assert mamba.attention_projections == 2 * (4096 * (2 * 8192 + 2048 + 128) + 8192 * 4096)
+    assert mamba.attention_core == 2 * 64.5 * (128 * 8 + 64 * 128) + 4 * 128 * 64 * 128
+    assert mamba.mlp == 0
+    # the scan's cost per token stops growing past one chunk; attention's keeps growing
+    assert block_forward_flops(model, 0, 65536).attention_core == mamba.attention_core
+    attention = block_forward_flops(model, 7, 8192)
+    assert attention.mlp == 0 and attention.attention_core == 2 * 8192 * 32 * 256 / 2
+    mlp = block_forward_flops(model, 1, 8192)
+    assert (mlp.attention_projections, mlp.attention_core, mlp.mlp) == (0, 0, 2 * NEMOTRON_H_MLP)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"hybrid_override_pattern": "M-X*"}, "'hybrid_override_pattern' must be a non-empty"),
+        ({"hybrid_override_pattern": "M-*"}, "'num_hidden_layers' is 52 but"),
+        ({"hybrid_override_pattern": "ME*-", "num_hidden_layers": 4}, "MoE blocks ('E'"),
+        ({"hybrid_override_pattern": "M-M-", "num_hidden_layers": 4}, "no attention block"),
+        ({"hybrid_override_pattern": None}, "no field 'hybrid_override_pattern'"),
+        ({"mlp_hidden_act": "silu"}, "field 'mlp_hidden_act' is 'silu'"),
+        ({"mamba_num_heads": 100}, "'mamba_num_heads' (100) must be a multiple of 'n_groups'"),
+        ({"ssm_state_size": 0}, "field 'ssm_state_size' must be positive"),
+    ],
+)
+def test_nemotron_h_bad_configs_name_the_field(change: dict, words: str) -> None:
+    config = {k: v for k, v in (NEMOTRON_H_8B | change).items() if v is not None}
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")) as err:
+        model_from_config(config)
+    assert "\n" not in str(err.value)
+
+
+def test_nemotron_h_decode_scan_does_not_grow_with_context() -> None:
+    from explorer.serving.latency import _stage_flops
+
+    model = model_from_config(NEMOTRON_H_8B)
+    mamba_only = _stage_flops(model, (0,), False)  # block 0 is a Mamba2 block
+    assert mamba_only.attention_per_key == 0
+    one_token = block_forward_flops(model, 0, 1, causal=False)
+    assert mamba_only.dense == one_token.attention_projections + one_token.attention_core
+    assert _stage_flops(model, (7,), False).attention_per_key == 2 * 32 * 256  # q k and p v
+
+
+def test_nemotron_h_training_states_follow_each_block_kind() -> None:
+    from explorer.memory.states import single_module_block_params_per_gpu, stage_params
+    from explorer.partition import StagePlan
+
+    model = model_from_config(NEMOTRON_H_8B)
+    layout = Layout(tp=2)
+    # blocks 13-25 read "M-M-M*-M-M-M-": 6 Mamba2, 1 attention (18), 6 MLP; TP 2 halves each
+    # (8 KV heads -> 4 a GPU), the 13 pre-norms are replicated.
+    plan = StagePlan(stage=1, layers=tuple(range(13, 26)), num_moe_layers=0, has_embedding=False,
+                     has_head=False)  # fmt: skip
+    expected = (6 * NEMOTRON_H_MAMBA + NEMOTRON_H_ATTENTION + 6 * NEMOTRON_H_MLP) / 2 + 13 * 4096
+    assert stage_params(model, layout, plan).dense == expected
+    assert single_module_block_params_per_gpu(model, 1, 2) == NEMOTRON_H_MLP / 2 + 4096
+
+
+def test_nemotron_h_activations_are_the_mean_of_its_block_kinds() -> None:
+    from explorer.memory.activations import block_tensors
+    from explorer.memory.assumptions import TrainingAssumptions
+    from explorer.memory.tensors import ActivationShape
+
+    model = model_from_config(NEMOTRON_H_8B)
+    x = ActivationShape(seq_len=8192, micro_batch_size=1)
+    # bf16 bytes a token: Mamba2 norm and in_proj inputs 2 x 4096, in_proj output 18560, scan
+    # output 8192, fp32 rstd of 8 groups; attention norm and QKV inputs 2 x 4096, q 4096, k and
+    # v 2 x 1024, output 4096, fp32 log-sum-exp of 32 heads; MLP norm and up inputs 2 x 4096,
+    # squared-ReLU input and output 2 x 21504.
+    mamba = 2 * (4096 + 4096 + 18560 + 8192) + 4 * 8
+    attention = 2 * (4096 + 4096 + 4096 + 2048 + 4096) + 4 * 32
+    mlp = 2 * (4096 + 4096 + 2 * 21504)
+    block = sum(t.bytes for t in block_tensors(model, "dense", x, TrainingAssumptions()))
+    assert 52 * block == pytest.approx(8192 * (24 * mamba + 4 * attention + 24 * mlp), rel=1e-12)
+
+
+def test_nemotron_h_search_bounds_hold_and_pruning_is_exact() -> None:
+    from test_search import _check_bounds_on_sampled_layouts, _ranked_keys
+
+    from explorer.calibration import dgx_a100
+    from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+    from explorer.mesh import Problem, SearchSpace
+    from explorer.search import search
+    from explorer.specs import TrainingWorkload
+
+    model = model_from_config(NEMOTRON_H_8B)
+    workload = TrainingWorkload(seq_len=2048, global_batch_size=128)
+    cluster = dgx_a100(16)
+    p = Problem(model=model, cluster=cluster, workload=workload, num_gpus=16)
+    _check_bounds_on_sampled_layouts(p, DEFAULT_ESTIMATE_ASSUMPTIONS)
+    space = SearchSpace(micro_batch_sizes=(1, 2), max_virtual=2)
+    pruned = search(model, cluster, workload, ranked=12, space=space)
+    full = search(model, cluster, workload, ranked=None, space=space)
+    assert _ranked_keys(pruned.layouts) == _ranked_keys(full.layouts.head(12))

@@ -245,12 +245,54 @@ def block_tensors(
 
     Source: Korthikanti et al. 2022 sec. 4.1 (norm inputs 4sbh, residual dropout masks 2sbh).
     """
+    if model.single_module_blocks:
+        return _fp8_gemm_inputs(_single_module_block(model, x, a), kind, a)
     out = [*_attention(model, x, a), *_mlp(model, kind, x, a)]
     if a.dropout:
         sp_h = x.sp_tokens * model.hidden_size
         out.append(saved("attention residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
         out.append(saved("MLP residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
     return _fp8_gemm_inputs(tuple(out), kind, a)
+
+
+def _mamba(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) -> list[SavedTensor]:
+    """A Nemotron-H Mamba2 block: its norm input and in_proj input, and what the fused
+    mamba_split_conv1d_scan_combined kernel saves: in_proj's output (z, x, B, C, dt), the scan
+    output and the gated norm's fp32 rstd per group; it rebuilds the convolution output and
+    the out_proj input in backward. Split over TP as Megatron-Core MambaMixer shards d_inner.
+    Source: state-spaces/mamba ops/triton/ssd_combined.py (MambaSplitConv1dScanCombinedFn
+    save_for_backward)."""
+    h, act, tp = model.hidden_size, x.dtype_bytes, x.tp
+    inner, groups = model.mamba_inner_size, model.mamba_n_groups
+    projected = 2 * inner + 2 * groups * model.ssm_state_size + model.mamba_num_heads
+    return [
+        saved("Mamba norm input", x.sp_tokens * h, act, "pre-mixer norm"),
+        saved("Mamba in_proj input", input_tokens(x, a) * h, act, "in_proj"),
+        saved("Mamba in_proj output", x.tokens * projected / tp, act, "conv1d, scan, gate"),
+        saved("Mamba scan output", x.tokens * inner / tp, act, "gated norm, out_proj"),
+        saved("Mamba gated-norm rstd", x.tokens * max(groups / tp, 1), FP32_BYTES, "norm"),
+    ]
+
+
+def _single_module_block(
+    model: ModelSpec, x: ActivationShape, a: TrainingAssumptions
+) -> tuple[SavedTensor, ...]:
+    """The mean Nemotron-H block: the tensors of a Mamba2, an attention and an MLP block, each
+    weighted by its share of the model's blocks (an approximation: a stage is charged the
+    model's mix, not its own blocks'). An attention or MLP block saves what that sub-layer of
+    a transformer block saves (its pre-norm input included); every block one residual
+    dropout mask."""
+    n = model.num_hidden_layers
+    parts = (
+        (_mamba(model, x, a), len(model.mamba_layers)),
+        (_attention(model, x, a), len(model.attention_only_layers)),
+        (_mlp(model, "dense", x, a), len(model.ffn_only_layers)),
+    )
+    out = [replace(t, elements=t.elements * k / n) for tensors, k in parts if k for t in tensors]
+    if a.dropout:
+        sp_h = x.sp_tokens * model.hidden_size
+        out.append(saved("residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
+    return tuple(out)
 
 
 FP8_GEMM_INPUTS = frozenset(

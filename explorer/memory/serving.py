@@ -146,7 +146,8 @@ def kv_bytes_per_sequence(
     with a sliding window or chunked attention keep only their window (explorer.memory.
     serving_layout.kv_cache_bytes_per_sequence; Mistral 7B, arXiv:2310.06825, sec. 2)."""
     tokens = paged_tokens(workload.prompt_len + workload.output_len, block)
-    return tokens * shape.kv_bytes_per_token * window_share(model, shape, workload, tokens)
+    kv = tokens * shape.kv_bytes_per_token * window_share(model, shape, workload, tokens)
+    return kv + shape.state_bytes_per_sequence  # Nemotron-H's Mamba2 states (0 otherwise)
 
 
 def window_share(
@@ -155,8 +156,8 @@ def window_share(
     """Share of a stage's full-context KV cache its blocks keep at ``tokens`` of context: 1
     without windows; Gated DeltaNet stages (fixed state, not KV) are left at 1."""
     layers = shape.layers
-    if not layers or model.linear_attention_layers:
-        return 1.0
+    if not layers or model.linear_attention_layers or model.mamba_layers or model.ffn_only_layers:
+        return 1.0  # Nemotron-H: no windows; its non-KV blocks are out of kv_bytes_per_token
     full = kv_bytes_per_token_per_layer(model, workload.kv_dtype) * tokens * len(layers)
     if full <= 0:
         return 1.0
@@ -218,8 +219,11 @@ def max_concurrency(
     for shape, with_one, kv in _with_one_sequence(model, gpu, layout, workload, assumptions):
         per_seq = kv + (logits_bytes(model, 1) if shape.has_lm_head else 0.0)
         free = gpu.memory_bytes - (with_one - per_seq)  # everything that is not per sequence
-        per_group.append(max(0, math.floor(free / per_seq)))
-    return min(per_group) * layout.ep
+        if per_seq > 0:  # a Nemotron-H stage of MLP blocks alone holds nothing per sequence
+            per_group.append(max(0, math.floor(free / per_seq)))
+        elif free < 0:
+            per_group.append(0)
+    return min(per_group, default=0) * layout.ep
 
 
 def _with_one_sequence(
@@ -259,6 +263,10 @@ def kv_capacity_tokens(
     per_group = []
     for shape, with_one, kv in _with_one_sequence(model, gpu, layout, workload, assumptions):
         free = gpu.memory_bytes - (with_one - kv)
+        if shape.kv_bytes_per_token <= 0:  # Nemotron-H: a stage without attention blocks
+            if free < 0:
+                per_group.append(0)
+            continue
         blocks = max(0, math.floor(free / (shape.kv_bytes_per_token * block)))
         per_group.append(blocks * block)
-    return min(per_group) * layout.ep
+    return min(per_group, default=0) * layout.ep

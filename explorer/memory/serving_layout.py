@@ -128,6 +128,9 @@ class StageShape:
     kv_bytes_per_token: float
     """KV cache per token on this GPU for this stage's blocks."""
     has_lm_head: bool
+    state_bytes_per_sequence: float = 0.0
+    """Fixed per-sequence state on this GPU for this stage's Mamba2 blocks (Nemotron-H), heads
+    split over TP (vLLM MambaMixer2 shards its heads across tensor-parallel ranks)."""
 
 
 def weight_bytes_per_param(dtype: WeightDType, assumptions: MemoryAssumptions) -> float:
@@ -165,8 +168,21 @@ def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: KvDType) -> float:
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_dtype: KvDType) -> float:
-    """KV cache bytes per token for the whole model (all blocks, one copy)."""
-    return model.num_hidden_layers * kv_bytes_per_token_per_layer(model, kv_dtype)
+    """KV cache bytes per token for the whole model (all blocks that keep one, one copy)."""
+    kv_blocks = sum(model.holds_kv(i) for i in range(model.num_hidden_layers))
+    return kv_blocks * kv_bytes_per_token_per_layer(model, kv_dtype)
+
+
+def mamba_state_bytes_per_layer(model: ModelSpec, kv_dtype: KvDType) -> float:
+    """Fixed per-sequence state of one Mamba2 block, whole width: the SSM state of H x P x N
+    in fp32 and the last kernel - 1 inputs of the convolution over d_inner + 2 G N channels
+    in the cache dtype. Source: transformers NemotronHConfig (mamba_ssm_cache_dtype float32)
+    and NemotronHMamba2Mixer (ssm state heads x head_dim x state); vLLM's Mamba2 state cache
+    (conv state of kernel - 1 columns)."""
+    ssm = model.mamba_num_heads * model.mamba_head_dim * model.ssm_state_size
+    conv_channels = model.mamba_inner_size + 2 * model.mamba_n_groups * model.ssm_state_size
+    conv = conv_channels * max(0, model.mamba_conv_kernel - 1)
+    return ssm * BYTES_PER_DTYPE["fp32"] + conv * BYTES_PER_DTYPE[kv_dtype]
 
 
 def kv_cache_bytes_per_sequence(
@@ -182,7 +198,8 @@ def kv_cache_bytes_per_sequence(
     arXiv:2310.06825, sec. 2 "rolling buffer cache"); a chunked block (Llama 4) at most one
     chunk; full-attention blocks keep every token. A Gated DeltaNet block (Qwen3-Next) keeps no
     KV but a fixed state: a d_k x d_v fp32 matrix per value head and the last kernel - 1
-    inputs of its convolution (vLLM's Mamba-style state cache).
+    inputs of its convolution (vLLM's Mamba-style state cache). A Nemotron-H Mamba2 block keeps
+    mamba_state_bytes_per_layer and an MLP-only block nothing.
     """
     per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
     blocks = range(model.num_hidden_layers) if layers is None else layers
@@ -190,13 +207,16 @@ def kv_cache_bytes_per_sequence(
     kept = (
         min(context_tokens, model.attention_window(i) or context_tokens)
         for i in blocks
-        if i not in model.linear_attention_layers
+        if i not in model.linear_attention_layers and model.holds_kv(i)
     )
+    mamba = sum(i in model.mamba_layers for i in blocks)  # Nemotron-H: a fixed state, no KV
+    mamba_state = mamba * mamba_state_bytes_per_layer(model, kv_dtype) if mamba else 0.0
     key_dim = model.linear_num_key_heads * model.linear_key_head_dim
     value_dim = model.linear_num_value_heads * model.linear_value_head_dim
     state = value_dim * model.linear_key_head_dim * BYTES_PER_DTYPE["fp32"]
     conv = (2 * key_dim + value_dim) * max(0, model.linear_conv_kernel_dim - 1)
-    return per_layer * sum(kept) + len(linear) * (state + conv * BYTES_PER_DTYPE[kv_dtype])
+    linear_state = len(linear) * (state + conv * BYTES_PER_DTYPE[kv_dtype])
+    return per_layer * sum(kept) + linear_state + mamba_state
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
@@ -247,7 +267,11 @@ def _layer_bytes(
     experts add their copies' weights ((E + r) / E of the routed experts, spread over EP)."""
     tp, ep = layout.tp, layout.ep
     lp = layer_params(model, index)
-    linear = attention_params_per_gpu(model, tp) + (lp.mlp + lp.shared_experts) / tp
+    if index in model.mamba_layers or index in model.ffn_only_layers:
+        mixer = lp.attention / tp  # Nemotron-H: the Mamba2 mixer split over TP, or none
+    else:
+        mixer = attention_params_per_gpu(model, tp)
+    linear = mixer + (lp.mlp + lp.shared_experts) / tp
     bf16 = (lp.norms + lp.router) * BYTES_PER_DTYPE["bf16"]  # norms and router stay bf16
     copies = 1.0 + layout.redundant_experts / model.n_routed_experts if model.is_moe else 1.0
     experts = lp.routed_experts * copies / (tp * ep) * bytes_per_param
@@ -292,8 +316,14 @@ def stage_shapes(
                 weights_bytes=read + experts + embedding + head,
                 read_bytes=read + head,
                 expert_bytes=expert,
-                kv_bytes_per_token=kv_layer * len(layers),
+                kv_bytes_per_token=kv_layer * sum(model.holds_kv(i) for i in layers),
                 has_lm_head=stage == layout.pp - 1,
+                state_bytes_per_sequence=sum(i in model.mamba_layers for i in layers)
+                * (
+                    mamba_state_bytes_per_layer(model, kv_dtype) / layout.tp
+                    if model.mamba_layers
+                    else 0.0
+                ),
             )
         )
     return tuple(shapes)

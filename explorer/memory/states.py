@@ -154,11 +154,27 @@ def _first_layer_of(model: ModelSpec, kind: LayerKind) -> int:
     return model.num_hidden_layers
 
 
+def single_module_block_params_per_gpu(model: ModelSpec, index: int, tp: int) -> float:
+    """Parameters of Nemotron-H block ``index`` on one GPU: a Mamba2 mixer or an MLP split over
+    TP (Megatron-Core MambaMixer shards d_inner and heads column-wise), attention as above, the
+    pre-norm replicated."""
+    lp = layer_params(model, index)
+    if index in model.mamba_layers or index in model.ffn_only_layers:
+        return (lp.attention + lp.mlp) / tp + lp.norms
+    return attention_params_per_gpu(model, tp) + lp.norms
+
+
 @lru_cache(maxsize=1024)
 def block_params_per_gpu(
     model: ModelSpec, kind: LayerKind, tp: int, ep: int, etp: int
 ) -> HeldParams:
-    """Parameters of one block of ``kind`` on one GPU, by replication group."""
+    """Parameters of one block of ``kind`` on one GPU, by replication group (Nemotron-H: its
+    largest block, the unit ZeRO-3 gathers and buffers are sized on)."""
+    if model.single_module_blocks:
+        blocks = range(model.num_hidden_layers)
+        return HeldParams(
+            dense=max(single_module_block_params_per_gpu(model, i, tp) for i in blocks)
+        )
     lp = layer_params(model, _first_layer_of(model, kind))
     dense = attention_params_per_gpu(model, tp) + lp.norms + lp.router
     dense += (lp.mlp + lp.shared_experts) / tp
@@ -224,8 +240,13 @@ def stage_units(model: ModelSpec, layout: Layout, plan: StagePlan) -> tuple[Held
 def stage_params(model: ModelSpec, layout: Layout, plan: StagePlan) -> HeldParams:
     """Parameters one GPU of the stage holds, by replication group (before ZeRO-3)."""
     tp, ep, etp = layout.tp, layout.ep, layout.etp
-    held = block_params_per_gpu(model, "dense", tp, ep, etp) * plan.num_dense_layers
-    held += block_params_per_gpu(model, "moe", tp, ep, etp) * plan.num_moe_layers
+    if model.single_module_blocks:  # Nemotron-H: each block by its own kind
+        held = HeldParams(
+            dense=sum(single_module_block_params_per_gpu(model, i, tp) for i in plan.layers)
+        )
+    else:
+        held = block_params_per_gpu(model, "dense", tp, ep, etp) * plan.num_dense_layers
+        held += block_params_per_gpu(model, "moe", tp, ep, etp) * plan.num_moe_layers
     if plan.has_embedding:
         held += HeldParams(dense=embedding_params_per_gpu(model, tp))
     if plan.has_head:

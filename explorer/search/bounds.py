@@ -99,6 +99,14 @@ class Bounds:
         self._block_kinds = {m.is_moe_layer(i): i for i in [*range(n), *low]}
         """A block of each kind (MoE or not): the last of its kind outside the BF16 blocks
         where there is one (the cheaper, so the bounds stay bounds)."""
+        kinds = (m.mamba_layers, m.attention_only_layers, m.ffn_only_layers)
+        self._hybrid_blocks = tuple(
+            next((i for i in reversed([*range(n), *low]) if i in kind), kind[-1])
+            for kind in kinds
+            if kind
+        )
+        """Nemotron-H: one block of each single-module kind; the cheapest stands for every
+        block (the bounds stay bounds)."""
         self._parts: dict[Candidate, _Parts] = {}
         self._units: dict[tuple[int, int, int, int, int, Recompute], Unit] = {}
         self._pairs: dict[tuple[object, ...], tuple[tuple[ScheduleName, int], ...]] = {}
@@ -121,6 +129,10 @@ class Bounds:
                 moe: pass_times(self.ctx.work((i,), False, False), compute)
                 for moe, i in self._block_kinds.items()
             }
+            if self._hybrid_blocks:
+                each = [pass_times(self.ctx.work((i,), False, False), compute)
+                        for i in self._hybrid_blocks]  # fmt: skip
+                blocks[False] = min(each, key=lambda t: t.forward_s + t.backward_s)
             whole = pass_times(self.ctx.whole_model, compute)
             embedding = pass_times(self.ctx.work((), True, False), compute)
             head = pass_times(self.ctx.work((), False, True), compute)

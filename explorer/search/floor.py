@@ -94,7 +94,9 @@ class MemoryFloor:
     def _stage_params(self, layout: Layout, plan: StagePlan) -> HeldParams:
         """``stage_params``, cached on what it reads (explorer.search.reads): shared by every
         pipeline depth and schedule that gives a rank the same contents."""
-        key = (STAGE_PARAMS.key(layout), plan.contents)
+        # Nemotron-H: which blocks, not only how many (its blocks differ in size)
+        which = plan.layers if self.p.model.single_module_blocks else ()
+        key = (STAGE_PARAMS.key(layout), plan.contents, which)
         found = self._params.get(key)
         if found is None:
             found = self._params[key] = stage_params(self.p.model, layout, plan)

@@ -118,7 +118,10 @@ def _stage_flops(model: ModelSpec, layers: tuple[int, ...], has_lm_head: bool) -
         expert = routed if model.is_moe_layer(index) else 0.0
         dense += block.attention_projections + block.mlp + block.router - expert
         experts += expert
-        per_key += block.attention_core
+        if index in model.mamba_layers:  # Nemotron-H: the scan costs the same at any context
+            dense += block.attention_core
+        else:
+            per_key += block.attention_core
     logits = 2.0 * model.hidden_size * model.vocab_size if has_lm_head else 0.0
     absorbed = absorbed_attention_flops_per_key(model) * len(layers) if model.is_mla else per_key
     return _StageFlops(dense, experts, per_key, logits, absorbed)
