@@ -339,8 +339,13 @@ class ModelSpec:
         return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
 
     def holds_kv(self, index: int) -> bool:
-        """Whether block ``index`` keeps a KV cache (not a Mamba2 or MLP-only block)."""
-        return index not in self.mamba_layers and index not in self.ffn_only_layers
+        """Whether block ``index`` keeps a KV cache: not a Mamba2 or MLP-only block (Nemotron-H),
+        nor a Gated DeltaNet linear-attention block (Qwen3-Next), which keep a fixed state."""
+        return (
+            index not in self.mamba_layers
+            and index not in self.ffn_only_layers
+            and index not in self.linear_attention_layers
+        )
 
     @property
     def single_module_blocks(self) -> bool:

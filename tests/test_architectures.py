@@ -323,6 +323,8 @@ def test_qwen3_next_state_and_flops() -> None:
         assert kv_cache_bytes_per_sequence(model, "bf16", tokens) == (
             12 * tokens * per_layer + 36 * state
         )
+    # the whole model's KV per token (capacity, the disaggregated KV transfer): 12 blocks only
+    assert kv_bytes_per_token(model, "bf16") == 12 * per_layer
     # Linear blocks: attention cost does not grow with the sequence.
     assert block_forward_flops(model, 0, 4096).attention_core == 8.0 * 32 * 128 * 128
     assert block_forward_flops(model, 0, 65536).attention_core == 8.0 * 32 * 128 * 128
