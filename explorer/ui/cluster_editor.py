@@ -99,8 +99,12 @@ def render() -> None:
         st.number_input("Straggler slowdown (%)", min_value=0.0, max_value=1000.0, step=5.0,
                         key=key("slow"), help="Extra time of the slow part; 0: none.")  # fmt: skip
         w, s = st.columns(2)
-        w.selectbox("Where", list(WHERE), key=key("slow_where"), format_func=WHERE.__getitem__)
-        s.number_input("Pipeline rank", min_value=0, max_value=MAX_LAYERS, key=key("slow_stage"))
+        w.selectbox("Where", list(WHERE), key=key("slow_where"), format_func=WHERE.__getitem__,
+                    help="What runs slow: one data-parallel replica, one pipeline rank, or the "
+                    "links of one rank's group.")  # fmt: skip
+        s.number_input("Pipeline rank", min_value=0, max_value=MAX_LAYERS, key=key("slow_stage"),
+                       help="The slow pipeline rank (0 is the first), where it is a rank or its "
+                       "links.")  # fmt: skip
     built = tuple(rows)
     state[GROUPS], state[SEEN] = built, built
 
