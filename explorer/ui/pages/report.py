@@ -30,13 +30,12 @@ HELP = {
     "pdf": "For print: charts as images (needs WeasyPrint, and Chromium for the images).",
     "json": "Every input and result; upload it below to restore this view.",
 }
+# Formats built on request, under a status box, with what the build does.
 SLOW = {
     "html": "Drawing every chart into one self-contained file.",
     "pdf": "Laying out the pages and exporting every chart as an image.",
 }
-"""Formats built on request, under a status box, with what the build does."""
-BUILD = "_report_build"
-"""Session-state key: the format whose Build button was clicked."""
+BUILD = "_report_build"  # session-state key: the format whose Build button was clicked
 
 
 def _on_upload() -> None:
@@ -178,6 +177,16 @@ def _report(scenario: Scenario) -> None:
     st.caption("Sections: " + " · ".join(s.title for s in report.sections))
     if box := opened("Preview (Markdown)", "report_preview"):
         box.markdown(cached.report_file(scenario, "md", with_search).data.decode())
+
+
+def pending(scenario: Scenario) -> bool:
+    """Whether drawing the page would start the mesh search (see meshes.pending)."""
+    with_search = scenario.workload == "training" and st.session_state.get(SEARCH_KEY, True)
+    if not with_search or cached.report_done(scenario, True):
+        return False
+    case = inputs.search_case(scenario)
+    search_inputs = (case.model, case.cluster, case.workload, scenario.assumptions)
+    return not cached.search_done(*search_inputs, scenario.search_space(), DEFAULT_RANKED)
 
 
 def render(scenario: Scenario) -> None:
