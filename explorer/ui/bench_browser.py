@@ -157,11 +157,18 @@ def _settled(page: Page, timeout_ms: float) -> None:
 
 
 def _finished(payload: str | bytes) -> bool:
-    """Whether a websocket frame from the server is Streamlit's "script finished" message."""
+    """Whether a websocket frame from the server is Streamlit's "script finished" message of
+    a run that drew something: not the one of a run that stopped early for another (a
+    callback that reruns the page's fragment alone ends its run that way, then the fragment
+    runs)."""
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    return isinstance(payload, bytes) and (
-        ForwardMsg.FromString(payload).WhichOneof("type") == "script_finished"
+    if not isinstance(payload, bytes):
+        return False
+    message = ForwardMsg.FromString(payload)
+    return (
+        message.WhichOneof("type") == "script_finished"
+        and message.script_finished != ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
     )
 
 

@@ -622,8 +622,9 @@ def report_file(scenario: Scenario, fmt: str, with_search: bool = False) -> Repo
     return built
 
 
-def report_file_name(scenario: Scenario, fmt: str) -> str:
-    return core("report.content").file_name(report(scenario), fmt)
+def report_file_name(scenario: Scenario, fmt: str, with_search: bool = False) -> str:
+    """The file's name, from the report shown (never a second report built for it)."""
+    return core("report.content").file_name(report(scenario, with_search), fmt)
 
 
 def report_mime(fmt: str) -> str:

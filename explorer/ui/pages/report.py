@@ -123,7 +123,7 @@ def _downloads(scenario: Scenario, with_search: bool) -> None:
                 st.download_button(
                     f"Download {LABELS[fmt]}",
                     data=_deferred(scenario, fmt, with_search),
-                    file_name=cached.report_file_name(scenario, fmt),
+                    file_name=cached.report_file_name(scenario, fmt, with_search),
                     mime=cached.report_mime(fmt),
                     key=f"download_{fmt}",
                     icon=":material/download:",
