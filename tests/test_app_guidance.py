@@ -27,7 +27,7 @@ def alerts(at) -> list[str]:
 def test_the_memory_page_opens_with_its_verdict_then_the_accuracy_sentence():
     at = run(page="memory")
     assert_clean(at)
-    first = at.main.children[0].children[2]  # in the page's fragment: after title and scenario
+    first = at.main.children[2]  # after the title and the scenario line
     assert "Fits" in str(first.value)
     assert at.caption[1].value.startswith(expected_error("memory"))  # right under it
 
@@ -105,7 +105,7 @@ def test_inside_the_peak_stage_adds_up_to_each_stage_and_names_the_states():
 def test_the_pipeline_page_opens_with_its_bubble_and_says_why_the_diagram_differs():
     at = run({"gbs": "256"}, page="pipeline")  # 128 micro-batches on 4 stages: a pattern drawn
     assert_clean(at)
-    verdict = str(at.main.children[0].children[2].value)  # in the page's fragment
+    verdict = str(at.main.children[2].value)
     assert "of the pipeline is bubble" in verdict and "4 stages" in verdict
     assert at.caption[1].value.startswith(expected_error("schedule"))
     step_bubble = next(m.value for m in at.metric if m.label == "Bubble")

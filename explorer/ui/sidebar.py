@@ -28,7 +28,7 @@ from explorer.scenario import (
 from explorer.specs import PRECISIONS, RECOMPUTES, SCHEDULES
 from explorer.ui import advanced, cached, calibration_upload, import_box
 from explorer.ui.format import billions, sentence, tokens
-from explorer.ui.pages import IN_FRAGMENT, LANDING, PAGE_FRAGMENT, SHOWN, landing_after
+from explorer.ui.pages import LANDING, SHOWN, landing_after
 from explorer.ui.state import (
     GENERIC,
     MODEL_CHOICE,
@@ -71,13 +71,6 @@ ZERO_HELP = (
     "ZeRO stage over the data-parallel ranks: 0 replicates everything (DDP); 1 shards optimizer "
     "states and master weights; 2 also gradients; 3 also the weights (FSDP full shard)."
 )
-PAGE_KEYS = frozenset(
-    key(k) for k in ("reserve", "schedules", "zeros", "recomputes", "mbs_tried", "max_virtual",
-                     "ranked", "tp_cross", "measured_step", "measured_peak")
-)  # fmt: skip
-"""Scenario inputs drawn on the pages, not in the sidebar."""
-_DRAWN = "_sidebar_drawn"
-"""Session-state key: the sidebar's input values as last drawn (see ``stale``)."""
 _SEEDED = "_seeded"
 _LINK_MESSAGES = "_link_messages"
 _UPLOAD_ERROR = "_upload_error"
@@ -101,39 +94,6 @@ def current() -> Scenario:
     """The scenario the sidebar built in this run."""
     scenario = st.session_state.get(SCENARIO)
     return scenario if isinstance(scenario, Scenario) else Scenario()
-
-
-def _sidebar_values(state: dict[str, Any]) -> dict[str, Any]:
-    return {name: state.get(name) for name in STATE_KEYS if name not in PAGE_KEYS}
-
-
-def stale() -> bool:
-    """Whether the sidebar's inputs hold values other than those it shows: set by a page (a
-    row picked, a fix applied, a report restored) during a run of the page alone."""
-    drawn = st.session_state.get(_DRAWN)
-    return drawn is not None and drawn != _sidebar_values(st.session_state.to_dict())
-
-
-def _page_only(name: str) -> None:
-    """Callback of a sidebar input that changes only the page's content: rerun the page
-    alone (pages.PAGE_FRAGMENT). Without a page fragment in the last run (a search was
-    running, or the page has none) the whole app reruns, Streamlit's default."""
-    state = st.session_state
-    drawn = state.get(_DRAWN)
-    if drawn is None or not state.get(IN_FRAGMENT):
-        return
-    drawn[name] = state[name]  # the widget shows its new value already
-    st.rerun(PAGE_FRAGMENT)
-
-
-def from_state() -> Scenario:
-    """The scenario the inputs hold now, stored for the pages and written to the link; for a
-    run of the page alone, where the sidebar does not run."""
-    scenario = scenario_from_state(st.session_state.to_dict())
-    if scenario != st.session_state.get(SCENARIO):
-        st.session_state[SCENARIO] = scenario
-        _sync_url(scenario)
-    return scenario
 
 
 def _seed_or_keep() -> None:
@@ -242,11 +202,6 @@ def _model() -> None:
             st.caption(f"Using **{escaped(st.session_state[key('config_name')])}**.")
 
 
-def _only_page(query_key: str) -> dict[str, Any]:
-    """on_change arguments of an input that changes only the page (see ``_page_only``)."""
-    return {"on_change": _page_only, "args": (key(query_key),)}
-
-
 def _training_workload() -> None:
     st.selectbox(
         "Precision",
@@ -254,40 +209,36 @@ def _training_workload() -> None:
         key=key("precision"),
         format_func=PRECISION_LABELS.__getitem__,
         help=PRECISION_HELP,
-        **_only_page("precision"),
     )
     seq_options = sorted({*SEQ_LENGTHS, int(st.session_state[key("seq")])})
     st.select_slider(
-        "Sequence length (tokens)",
-        options=seq_options,
-        key=key("seq"),
-        format_func=tokens,
-        **_only_page("seq"),
+        "Sequence length (tokens)", options=seq_options, key=key("seq"), format_func=tokens
     )
     left, right = st.columns(2)
-    left.number_input("Micro-batch (seqs)", min_value=1, max_value=_most("micro_batch_size"),
-                      key=key("mbs"), **_only_page("mbs"))  # fmt: skip
+    left.number_input(
+        "Micro-batch (seqs)", min_value=1, max_value=_most("micro_batch_size"), key=key("mbs")
+    )
     right.number_input("Global batch (seqs)", min_value=1, max_value=_most("global_batch_size"),
-                       key=key("gbs"), **_only_page("gbs"))  # fmt: skip
+                       key=key("gbs"))  # fmt: skip
 
 
 def _serving_workload() -> None:
     left, right = st.columns(2)
-    left.number_input("Prompt (tokens)", min_value=1, max_value=_most("prompt_len"),
-                      key=key("prompt"), **_only_page("prompt"))  # fmt: skip
-    right.number_input("Output (tokens)", min_value=1, max_value=_most("output_len"),
-                       key=key("output"), **_only_page("output"))  # fmt: skip
+    left.number_input(
+        "Prompt (tokens)", min_value=1, max_value=_most("prompt_len"), key=key("prompt")
+    )
+    right.number_input(
+        "Output (tokens)", min_value=1, max_value=_most("output_len"), key=key("output")
+    )
     st.number_input(
         "Concurrent requests per replica",
         min_value=1,
         max_value=_most("concurrency"),
         key=key("concurrency"),
-        **_only_page("concurrency"),
     )
     left, right = st.columns(2)
-    left.selectbox("Weights", ("bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"), key=key("weights"),
-                   **_only_page("weights"))  # fmt: skip
-    right.selectbox("KV cache", ("bf16", "fp8"), key=key("kv"), **_only_page("kv"))
+    left.selectbox("Weights", ("bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"), key=key("weights"))
+    right.selectbox("KV cache", ("bf16", "fp8"), key=key("kv"))
 
 
 def _cluster() -> None:
@@ -394,10 +345,7 @@ def _render() -> Scenario:
             dp = fitted_dp(draft.layout, draft.cluster)
             _section("Layout", lambda: _layout(draft.layout, error, dp))
             import_box.render()
-    present = st.session_state.to_dict()
-    scenario = scenario_from_state(present)
+    scenario = scenario_from_state(st.session_state.to_dict())
     st.session_state[SCENARIO] = scenario
-    st.session_state[_DRAWN] = _sidebar_values(present)
-    st.session_state[IN_FRAGMENT] = False  # until a page draws its fragment
     _sync_url(scenario)
     return scenario

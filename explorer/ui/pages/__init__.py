@@ -106,55 +106,11 @@ def navigation(scenario: Scenario, root: Path) -> StreamlitPage:
     return current
 
 
-PAGE_FRAGMENT = "page"
-"""Key of the fragment each page is drawn in. An input that changes only the page's content
-(the workload's sizes) reruns it alone from its callback (``st.rerun(PAGE_FRAGMENT)``): the
-sidebar, drawn as it was, is neither rebuilt nor sent again."""
-IN_FRAGMENT = "_page_in_fragment"
-"""Session-state key: whether the page was drawn inside its fragment in the last full run."""
-
-
 def run_page(name: str) -> None:
-    """Draw page ``name``; a core error becomes st.error with its sentence, never a traceback.
-
-    The page is drawn inside the PAGE_FRAGMENT fragment, unless its module's ``pending``
-    says long work would start (a search not run yet): then it is drawn in the full run, where
-    a click on Cancel interrupts it (Streamlit lets no fragment rerun interrupt a run)."""
+    """Draw page ``name``; a core error becomes st.error with its sentence, never a traceback."""
     scenario = st.session_state.get(SCENARIO) or Scenario()
     st.session_state[SHOWN] = name
     module = importlib.import_module(f"explorer.ui.pages.{name}")
-    if _pending(module, scenario):
-        st.session_state[IN_FRAGMENT] = False
-        _draw(module, scenario)
-        return
-    st.session_state[IN_FRAGMENT] = True
-    _page(name)
-
-
-def _pending(module: Any, scenario: Scenario) -> bool:
-    pending = getattr(module, "pending", None)
-    try:
-        return bool(pending is not None and pending(scenario))
-    except ValueError:  # an impossible input: the page says so
-        return False
-
-
-@st.fragment(key=PAGE_FRAGMENT)
-def _page(name: str) -> None:
-    """The page, in its fragment. In a run of the fragment alone the scenario is rebuilt from
-    the widgets' state here (the sidebar did not run), and the link follows it; when
-    something other than the sidebar's own inputs changed what the sidebar shows (a row
-    picked, a fix applied) or long work would start, the whole app reruns instead."""
-    from explorer.ui import sidebar
-
-    module = importlib.import_module(f"explorer.ui.pages.{name}")
-    scenario = sidebar.from_state()
-    if sidebar.stale() or _pending(module, scenario):
-        st.rerun()
-    _draw(module, scenario)
-
-
-def _draw(module: Any, scenario: Scenario) -> None:
     try:
         module.render(scenario)
     except ValueError as error:  # ConfigError is a ValueError

@@ -285,14 +285,6 @@ def _reserve(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[~tight] if hide else frame
 
 
-def pending(scenario: Scenario) -> bool:
-    """Whether drawing the page would start the search (pages.run_page: drawn in the full
-    run, where Cancel can interrupt it)."""
-    case = inputs.search_case(scenario)
-    search_inputs = (case.model, case.cluster, case.workload, scenario.assumptions)
-    return not cached.search_done(*search_inputs, scenario.search_space(), scenario.search.ranked)
-
-
 def render(scenario: Scenario) -> None:
     case = inputs.search_case(scenario)
     header("Meshes", scenario, case.model.name, case.cluster.gpu.name, "ranked by step time")

@@ -179,16 +179,6 @@ def _report(scenario: Scenario) -> None:
         box.markdown(cached.report_file(scenario, "md", with_search).data.decode())
 
 
-def pending(scenario: Scenario) -> bool:
-    """Whether drawing the page would start the mesh search (see meshes.pending)."""
-    with_search = scenario.workload == "training" and st.session_state.get(SEARCH_KEY, True)
-    if not with_search or cached.report_done(scenario, True):
-        return False
-    case = inputs.search_case(scenario)
-    search_inputs = (case.model, case.cluster, case.workload, scenario.assumptions)
-    return not cached.search_done(*search_inputs, scenario.search_space(), DEFAULT_RANKED)
-
-
 def render(scenario: Scenario) -> None:
     try:
         name = cached.model(scenario.model).name
