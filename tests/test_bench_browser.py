@@ -31,3 +31,20 @@ def test_the_summary_takes_medians_over_repeats_and_divides_by_the_bare_page():
     assert out["memory"]["done_p95_s"] == pytest.approx(0.98)
     assert out["memory"]["done_p95_vs_bare"] == pytest.approx(0.98 / 0.3)
     assert out["bare"]["shown_p95_vs_bare"] == 1.0
+
+
+def test_a_move_ends_at_a_run_that_drew_not_at_one_that_stopped_for_another():
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from explorer.ui.bench_browser import _finished
+
+    def finished(status: int) -> bytes:
+        message = ForwardMsg()
+        message.script_finished = status
+        return message.SerializeToString()
+
+    status = ForwardMsg.ScriptFinishedStatus
+    assert _finished(finished(status.FINISHED_SUCCESSFULLY))
+    assert _finished(finished(status.FINISHED_FRAGMENT_RUN_SUCCESSFULLY))
+    assert not _finished(finished(status.FINISHED_EARLY_FOR_RERUN))
+    assert not _finished("a text frame")

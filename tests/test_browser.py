@@ -154,6 +154,8 @@ def test_the_html_report_downloads_with_its_numbers(page: Page, app_url: str):
     page.goto(f"{app_url}/report")
     _page_drawn(page)
     _shot(page, "report")
+    page.get_by_role("button", name="Build HTML").click()  # built under a status box
+    expect(page.get_by_text("HTML ready")).to_be_visible(timeout=SEARCH_TIMEOUT_MS)
     with page.expect_download(timeout=SEARCH_TIMEOUT_MS) as download:
         page.get_by_role("button", name="Download HTML").click()
     path = ARTIFACTS / download.value.suggested_filename

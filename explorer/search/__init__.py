@@ -8,14 +8,24 @@ what its neighbours change, and compares two.
 """
 
 from explorer.mesh import SearchSpace
-from explorer.search.core import DEFAULT_RANKED, SearchResult, search
+from explorer.search.core import (
+    DEFAULT_RANKED,
+    Progress,
+    SearchProgress,
+    SearchResult,
+    SearchStopped,
+    search,
+)
 from explorer.search.explain import Explanation, compare, explain, limits, neighbours
 
 __all__ = [
     "DEFAULT_RANKED",
     "Explanation",
+    "Progress",
+    "SearchProgress",
     "SearchResult",
     "SearchSpace",
+    "SearchStopped",
     "compare",
     "explain",
     "limits",

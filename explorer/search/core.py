@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -96,6 +97,41 @@ class _Entry(NamedTuple):
     """A ``Candidate``, or for a row its ``Estimate``."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchProgress:
+    """Where a running search stands, for a progress bar (``search(progress=...)``)."""
+
+    covered: int
+    """Complete layouts settled so far: ranked, or rejected by a rule, a memory floor or the
+    memory model (subtrees count every layout under them)."""
+    total: int
+    """Complete layouts in the search space (every mesh's subtree, counted before the search).
+    At the end, the layouts still queued are listed as slower and the count reaches it."""
+    ranked: int
+    """Layouts ranked so far."""
+    limit: int | None
+    """Layouts to rank (None: all of them)."""
+    elapsed_s: float
+    budget_s: float
+    """The search's time budget (explorer.limits.SEARCH_BUDGET_S unless given)."""
+
+    @property
+    def fraction(self) -> float:
+        """Progress in [0, 1]: the larger of the share of layouts settled and the share of the
+        ranked rows found (the search ends at whichever comes first)."""
+        settled = self.covered / self.total if self.total else 0.0
+        found = self.ranked / self.limit if self.limit else 0.0
+        return min(1.0, max(settled, found))
+
+
+Progress = Callable[[SearchProgress], bool | None]
+"""Called during a search every few hundred steps; returning True stops it (ValueError)."""
+
+
+class SearchStopped(ValueError):
+    """The caller's progress callback stopped the search (one sentence)."""
+
+
 @dataclass(slots=True)
 class _Search:
     """The queue and the tallies of one branch-and-bound search."""
@@ -110,6 +146,8 @@ class _Search:
     ranked: list[Estimate] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     estimated: int = 0
+    covered: int = 0
+    """Complete layouts ranked or rejected so far (the progress callback's count)."""
     _order: int = 0
 
     def push(self, priority: float, phase: int, depth: int, item: Any, tie: float = 0.0) -> None:
@@ -118,6 +156,7 @@ class _Search:
 
     def reject(self, rejections: list[Rejection]) -> None:
         self.rejected += [rejection_row(r) for r in rejections]
+        self.covered += sum(r.num_layouts for r in rejections)
 
     def expand(self, depth: int, node: Candidate, bound: float) -> None:
         """Push the children of ``node`` under their cheap bounds."""
@@ -175,20 +214,41 @@ class _Search:
         )
         extra = {"peak_bytes": memory.peak_bytes}
         self.rejected.append(rejection_row(Rejection(node, "memory", reason, 1), extra))
+        self.covered += 1
 
-    def run(self, budget_s: float = SEARCH_BUDGET_S) -> None:
+    def total(self) -> int:
+        """Complete layouts in the space: every mesh's subtree (rejected meshes included)."""
+        meshes = self.tree.levels[0].expand(self.tree.problem, ROOT)
+        return sum(self.tree.leaves_below(mesh, 0) for mesh in meshes)
+
+    def run(self, budget_s: float = SEARCH_BUDGET_S, progress: Progress | None = None) -> None:
         """Pop until ``limit`` layouts are ranked; ValueError (one sentence) past the budget of
-        time or queued nodes (explorer.limits)."""
-        deadline = time.perf_counter() + budget_s
+        time or queued nodes (explorer.limits), or when ``progress`` returns True."""
+        start = time.perf_counter()
+        deadline = start + budget_s
+        total = self.total() if progress is not None else 0
+        limit = None if self.limit == float("inf") else int(self.limit)
         self.expand(-1, ROOT, 0.0)
         popped = 0
         while self.queue and len(self.ranked) < self.limit:
             popped += 1
             if popped % _CHECK_EVERY == 0:
                 _within_budget(deadline, budget_s, len(self.queue))
+                if progress is not None:
+                    now = SearchProgress(
+                        covered=self.covered, total=total, ranked=len(self.ranked),
+                        limit=limit, elapsed_s=time.perf_counter() - start, budget_s=budget_s,
+                    )  # fmt: skip
+                    if progress(now):
+                        raise SearchStopped(
+                            f"the search was stopped after {now.elapsed_s:.1f} s, with "
+                            f"{now.covered:,} of {total:,} layouts settled and {now.ranked} "
+                            "ranked"
+                        )
             entry = heapq.heappop(self.queue)
             if entry.phase == _ROW:
                 self.ranked.append(entry.item)
+                self.covered += 1
             elif entry.phase == _STEP:
                 self.evaluate(entry.item)
             elif entry.phase == _LOOSE:
@@ -242,12 +302,16 @@ def search(
     ranked: int | None = DEFAULT_RANKED,
     budget_s: float = SEARCH_BUDGET_S,
     recipe: LayoutRecipe | None = None,
+    progress: Progress | None = None,
 ) -> SearchResult:
     """The ``ranked`` fastest layouts of ``model`` on ``num_gpus`` GPUs (None: every one).
 
     Raises ValueError (one sentence) for a bad GPU count, search space or ``ranked``, and when
     the search passes ``budget_s`` seconds or its budget of queued nodes. ``recipe``: the
     user's memory recipe, kept in every layout it applies to (``explorer.search.recipe``).
+    ``progress``, when given, is called with a SearchProgress every few hundred steps (when
+    the budget is checked); returning True stops the search with SearchStopped (a ValueError,
+    one sentence).
     Source: module docstring (branch and bound over explorer.mesh; rows from
     explorer.estimate).
     """
@@ -266,7 +330,7 @@ def search(
     try:
         limit = float("inf") if ranked is None else ranked
         run = _searcher(problem, assumptions, limit, recipe)
-        run.run(budget_s)
+        run.run(budget_s, progress)
         run.leftovers()
         rejected = rejected_frame(run.rejected)
         if recipe is not None and recipe.moves_blocks:  # uneven stages can beat the even bound

@@ -32,7 +32,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +50,18 @@ value = st.slider({BARE_SLIDER!r}, 0, 100, 50)
 st.metric("Value", value)
 """
 """The floor: a page with one slider and one number, served the same way as the app."""
+SIDEBAR_PAGE = """import sys
+
+sys.path.insert(0, {root!r})
+import streamlit as st
+
+from explorer.ui import sidebar
+
+st.set_page_config(layout="wide", initial_sidebar_state="expanded")
+scenario = sidebar.render()
+st.metric("Sequence length", scenario.training.seq_len)
+"""
+"""The app's sidebar with one number: what the sidebar alone costs (reported as "sidebar")."""
 MAIN = "[data-testid=stMainBlockContainer]"
 RESULT = f"{MAIN} [data-testid=stMetricValue]"
 """The page's result: the text of its headline numbers."""
@@ -145,11 +157,18 @@ def _settled(page: Page, timeout_ms: float) -> None:
 
 
 def _finished(payload: str | bytes) -> bool:
-    """Whether a websocket frame from the server is Streamlit's "script finished" message."""
+    """Whether a websocket frame from the server is Streamlit's "script finished" message of
+    a run that drew something: not the one of a run that stopped early for another (a
+    callback that reruns the page's fragment alone ends its run that way, then the fragment
+    runs)."""
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    return isinstance(payload, bytes) and (
-        ForwardMsg.FromString(payload).WhichOneof("type") == "script_finished"
+    if not isinstance(payload, bytes):
+        return False
+    message = ForwardMsg.FromString(payload)
+    return (
+        message.WhichOneof("type") == "script_finished"
+        and message.script_finished != ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
     )
 
 
@@ -221,7 +240,13 @@ def summary(timings: list[PageTiming]) -> dict[str, dict[str, float]]:
 
 
 def run(
-    pages: tuple[str, ...], query: str, moves: int, repeats: int, timeout_s: float
+    pages: tuple[str, ...],
+    query: str,
+    moves: int,
+    repeats: int,
+    timeout_s: float,
+    baseline: Path | None = None,
+    sidebar: bool = False,
 ) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
@@ -231,19 +256,28 @@ def run(
     load_before = os.getloadavg()
     timings: list[PageTiming] = []
     timeout_ms = timeout_s * 1e3
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
         bare = Path(folder) / "bare.py"
         bare.write_text(BARE_PAGE)
-        with (
-            served(ROOT / "app.py", ROOT, timeout_s) as app_url,
-            served(bare, Path(folder), timeout_s) as bare_url,
-            sync_playwright() as p,
-        ):
+        app_url = stack.enter_context(served(ROOT / "app.py", ROOT, timeout_s))
+        bare_url = stack.enter_context(served(bare, Path(folder), timeout_s))
+        targets = [("bare", bare_url, BARE_SLIDER)]
+        if sidebar:
+            alone = Path(folder) / "sidebar.py"
+            alone.write_text(SIDEBAR_PAGE.format(root=str(ROOT)))
+            alone_url = stack.enter_context(served(alone, Path(folder), timeout_s))
+            targets.append(("sidebar", f"{alone_url}/?{query}", SLIDER))
+        base_url = None
+        if baseline is not None:  # the same pages of another checkout, each after ours
+            base_url = stack.enter_context(served(baseline / "app.py", baseline, timeout_s))
+        for name in pages:
+            targets.append((name, f"{app_url}/{name}?{query}", SLIDER))
+            if base_url is not None:
+                targets.append((f"{name}@base", f"{base_url}/{name}?{query}", SLIDER))
+        with sync_playwright() as p:
             browser = p.chromium.launch(
                 executable_path=executable, args=["--no-sandbox", "--disable-gpu", "--disable-quic"]
             )
-            targets = [("bare", bare_url, BARE_SLIDER)]
-            targets += [(name, f"{app_url}/{name}?{query}", SLIDER) for name in pages]
             for repeat in range(repeats):
                 for name, url, slider in targets:  # interleaved: load drifts hit every page
                     shown, done = time_page(browser, url, slider, moves, timeout_ms)
@@ -259,6 +293,7 @@ def run(
         "moves": moves,
         "repeats": repeats,
         "query": query,
+        "baseline": None if baseline is None else str(baseline),
         "summary": summary(timings),
         "timings": [asdict(t) for t in timings],
         "note": "Wall-clock times on a shared machine: other work on it moves them; "
@@ -270,12 +305,12 @@ def _table(result: dict[str, Any]) -> str:
     lines = [
         f"{result['moves']} moves x {result['repeats']} repeats; {result['cpus']} CPUs; load "
         f"average before {result['load_average_before']}, after {result['load_average_after']}",
-        f"{'page':<10} {'shown p50':>10} {'shown p95':>10} {'done p50':>10} {'done p95':>10}"
+        f"{'page':<14} {'shown p50':>10} {'shown p95':>10} {'done p50':>10} {'done p95':>10}"
         f" {'p95 / bare':>11}",
     ]
     for name, row in result["summary"].items():
         lines.append(
-            f"{name:<10} {row['shown_p50_s']:>10.4f} {row['shown_p95_s']:>10.4f}"
+            f"{name:<14} {row['shown_p50_s']:>10.4f} {row['shown_p95_s']:>10.4f}"
             f" {row['done_p50_s']:>10.4f} {row['done_p95_s']:>10.4f}"
             f" {row['done_p95_vs_bare']:>11.3f}"
         )
@@ -293,12 +328,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout-s", type=float, default=180.0, help="per page load or move")
     parser.add_argument("--json", type=Path, help="also write every timing to this file")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of the app (a folder with app.py): its pages are timed in the "
+        "same run, interleaved, and reported as PAGE@base",
+    )
+    parser.add_argument(
+        "--sidebar", action="store_true", help="also time the app's sidebar alone ('sidebar')"
+    )
     args = parser.parse_args(argv)
+    if args.baseline is not None and not (args.baseline / "app.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no app.py there.")
     if args.moves < 1 or args.repeats < 1:
         parser.error("--moves and --repeats must be at least 1.")
     pages = tuple(p for p in args.pages.split(",") if p)
     try:
-        result = run(pages, args.query, args.moves, args.repeats, args.timeout_s)
+        result = run(
+            pages, args.query, args.moves, args.repeats, args.timeout_s, args.baseline,
+            args.sidebar,
+        )  # fmt: skip
     except RuntimeError as error:  # a server that did not start: one sentence
         raise SystemExit(str(error)) from None
     if args.json:

@@ -8,14 +8,19 @@ only the parts of the core it draws.
 
 from __future__ import annotations
 
+import pickle
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
 from explorer.counting import ParamCounts, active_param_counts, param_counts
 from explorer.flops import FlopsPerToken, forward_flops_per_token, model_flops_per_token
+from explorer.mesh import SearchSpace
 from explorer.scenario import (
     ClusterInputs,
     ModelRef,
@@ -40,11 +45,10 @@ if TYPE_CHECKING:
     from explorer.estimate.fixes import Fix
     from explorer.memory import TrainingMemory
     from explorer.memory.serving import ServingLayout
-    from explorer.mesh import SearchSpace
     from explorer.report import Report
     from explorer.scaling import ScalingSweep
     from explorer.schedules import Timeline
-    from explorer.search import SearchResult
+    from explorer.search import Progress, SearchResult
     from explorer.serving import ServingEstimate, ServingPlan
     from explorer.serving.scheduler import LoadResult
     from explorer.serving.speculative import SpeculativeDecode
@@ -54,10 +58,36 @@ if TYPE_CHECKING:
 MAX_ENTRIES = 256
 
 
+def _pickled(value: object) -> bytes:
+    """A frozen input's cache key: its pickle. Streamlit's own hasher walks every field and
+    takes about 2.5 ms for a ModelSpec or a ClusterSpec against 0.05 ms for the pickle (timed
+    here with time.perf_counter); a rerun makes about forty cached calls. Two different specs
+    never pickle alike, so a key can miss (equal specs pickled differently) but never match a
+    different spec."""
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _hash_funcs() -> dict[str | type[Any], Callable[[Any], Any]]:
+    from explorer.memory.serving import ServingLayout
+
+    kinds = (ModelSpec, ClusterSpec, Layout, TrainingWorkload, ServingWorkload, Scenario,
+             ModelRef, ClusterInputs, SearchSpace, ServingLayout)  # fmt: skip
+    return dict.fromkeys(kinds, _pickled)
+
+
+HASH = _hash_funcs()
+"""hash_funcs of every cached function: the frozen specs keyed by their pickles."""
+
+# Functions marked SHARED are st.cache_resource: every session reads the one frozen result,
+# never a copy. st.cache_data unpickles a copy on each call, which costs 22 to 114 ms for a
+# schedule timeline and 22 to 122 ms for a search result (pickle.loads timed here on the
+# presets), on every rerun of the pages that read them. Nothing in the app mutates them.
+
+
 # ------------------------------------------------------------------------------ presets
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def model_choices() -> tuple[tuple[str, str], ...]:
     """(preset id, display name) of every model preset, in index order."""
     from explorer import presets
@@ -65,7 +95,7 @@ def model_choices() -> tuple[tuple[str, str], ...]:
     return tuple((i, presets.model_entry(i).display_name) for i in presets.model_ids())
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def model_source(model_id: str) -> tuple[str, int, int | None]:
     """(source URL, official total, official active) of a model preset."""
     from explorer.presets import model_entry
@@ -74,7 +104,7 @@ def model_source(model_id: str) -> tuple[str, int, int | None]:
     return entry.source, entry.official_total_params, entry.official_active_params
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def gpu_choices() -> tuple[tuple[str, str], ...]:
     """(preset id, display name) of every GPU preset."""
     from explorer import presets
@@ -82,13 +112,13 @@ def gpu_choices() -> tuple[tuple[str, str], ...]:
     return tuple((i, presets.load_gpu(i).name) for i in presets.gpu_ids())
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def model(ref: ModelRef) -> ModelSpec:
     """The model a reference names; ValueError / ConfigError (one sentence) when it cannot."""
     return resolve_model(ref)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def cluster(shape: ClusterInputs) -> ClusterSpec:
     return resolve_cluster(shape)
 
@@ -96,19 +126,19 @@ def cluster(shape: ClusterInputs) -> ClusterSpec:
 # ------------------------------------------------------------------------------ model
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def params(spec: ModelSpec) -> tuple[ParamCounts, ParamCounts]:
     """(all parameters, active per token) by component."""
     return param_counts(spec), active_param_counts(spec)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def forward_flops(spec: ModelSpec, seq_len: int) -> FlopsPerToken:
     """Forward FLOPs per token by part (causal attention, Megatron-LM convention)."""
     return forward_flops_per_token(spec, seq_len)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def training_flops(spec: ModelSpec, seq_len: int) -> float:
     """Model FLOPs per token of a training step (forward + backward), the MFU numerator."""
     return model_flops_per_token(spec, seq_len)
@@ -117,7 +147,7 @@ def training_flops(spec: ModelSpec, seq_len: int) -> float:
 # ------------------------------------------------------------------------------ memory
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)  # SHARED
 def training_memory(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -135,7 +165,7 @@ def training_memory(
     )
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)
 def axis_roles(
     model: ModelSpec, layout: Layout, workload: TrainingWorkload
 ) -> tuple[tuple[str, int, str, str], ...]:
@@ -149,7 +179,7 @@ def axis_roles(
 # ------------------------------------------------------------------------------ step time
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)  # SHARED
 def estimate(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -164,7 +194,7 @@ def estimate(
     return module.estimate(model, cluster, layout, workload, assumptions)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)  # SHARED
 def timeline(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -179,7 +209,7 @@ def timeline(
     return estimate_timeline(est)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)  # SHARED
 def schedule_variants(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -204,7 +234,9 @@ def schedule_variants(
     return tuple(out)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner="Trying changes that would make it fit…")
+@st.cache_data(
+    hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner="Trying changes that would make it fit…"
+)
 def memory_fixes(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -230,7 +262,7 @@ def pacing_part(est: Estimate) -> StageTime:
 # ------------------------------------------------------------------------------ figures
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=64, show_spinner=False)
 def memory_chart(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -269,7 +301,7 @@ def _pattern(timeline: Timeline, microbatches: int) -> Timeline:
     return schedules.simulate(shorter, timeline.times)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=64, show_spinner=False)
 def schedule_chart(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -287,7 +319,7 @@ def schedule_chart(
     return schedule_figure(_pattern(whole, microbatches))
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=64, show_spinner=False)
 def schedule_memory_chart(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -307,7 +339,7 @@ def schedule_memory_chart(
     return schedule_figure(_pattern(whole, microbatches), live=live)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=64, show_spinner=False)
 def schedule_comparison_chart(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -327,7 +359,7 @@ def schedule_comparison_chart(
 # ------------------------------------------------------------------------------ validation
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=4, show_spinner=False)
 def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
     """explorer.validation_data's comparison tables (the measurements that taught the model,
     then the held-out ones, told apart by ``set``) and the categories they compare."""
@@ -338,7 +370,9 @@ def validation_table() -> tuple[pd.DataFrame, tuple[str, ...]]:
     return pd.concat([taught, held], ignore_index=True), tuple(data.COMPARED)
 
 
-@st.cache_data(max_entries=2, show_spinner="Estimating 48 published training runs…")
+@st.cache_data(
+    hash_funcs=HASH, max_entries=2, show_spinner="Estimating 48 published training runs…"
+)
 def published_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     """explorer.published_runs: each published run against its estimate, and the summary by
     GPU generation (validation/published_runs.toml)."""
@@ -348,7 +382,9 @@ def published_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, runs.summary(table)
 
 
-@st.cache_data(max_entries=2, show_spinner="Estimating the published serving runs…")
+@st.cache_data(
+    hash_funcs=HASH, max_entries=2, show_spinner="Estimating the published serving runs…"
+)
 def published_serving() -> pd.DataFrame:
     """explorer.published_serving: each published serving run against its estimate."""
     import explorer.published_serving as runs
@@ -367,7 +403,7 @@ def published_serving() -> pd.DataFrame:
     )
 
 
-@st.cache_data(max_entries=4, show_spinner="Estimating the published runs…")
+@st.cache_data(hash_funcs=HASH, max_entries=4, show_spinner="Estimating the published runs…")
 def calibration_table() -> pd.DataFrame:
     """explorer.calibration's table: our estimate against each published figure."""
     from explorer.calibration import calibration_table
@@ -382,7 +418,7 @@ def trust_kinds() -> tuple[str, ...]:
     return tuple(KINDS)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=8, show_spinner=False)
 def error_summary(evidence: str) -> ErrorSummary:
     """explorer.trust's median and worst error against one body of evidence (``SUMMARIES``)."""
     from explorer.trust import SUMMARIES
@@ -390,7 +426,7 @@ def error_summary(evidence: str) -> ErrorSummary:
     return SUMMARIES[evidence]()
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_data(hash_funcs=HASH, max_entries=16, show_spinner=False)
 def expected_error(kind: str) -> str:
     """explorer.trust's one sentence on how far estimates of ``kind`` are from our evidence."""
     from explorer.trust import expected_error
@@ -401,7 +437,7 @@ def expected_error(kind: str) -> str:
 # ------------------------------------------------------------------------------ serving
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)  # SHARED
 def serving_plan(
     model: ModelSpec, cluster: ClusterSpec, workload: ServingWorkload, overrides: Overrides
 ) -> ServingPlan:
@@ -412,7 +448,7 @@ def serving_plan(
     return serving.plan_serving(model, cluster, cluster.world_size, workload, assumptions)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=MAX_ENTRIES, show_spinner=False)  # SHARED
 def serving_under_load(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -471,7 +507,7 @@ def serving_leaves_out() -> str:
     return LEAVES_OUT
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=64, show_spinner=False)
 def serving_charts(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -492,7 +528,55 @@ def serving_charts(
 # ------------------------------------------------------------------------------ search
 
 
-@st.cache_data(max_entries=16, show_spinner="Searching layouts…")
+class Store:
+    """A bounded, thread-safe cache shared by every session, for work that shows its own
+    progress: st.cache_data cannot say whether a value is there before computing it, and it
+    records the elements a function draws to replay them, which a progress bar must not be."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._values: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> object | None:
+        with self._lock:
+            if key not in self._values:
+                return None
+            self._values.move_to_end(key)
+            return self._values[key]
+
+    def put(self, key: Hashable, value: object) -> None:
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def store(name: str, size: int = 16) -> Store:
+    """The shared store ``name`` (one per server process; st.cache_resource.clear() empties
+    it with the other caches)."""
+    return Store(size)
+
+
+def search_key(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    overrides: Overrides,
+    space: SearchSpace,
+    ranked: int = 20,
+) -> bytes:
+    """The key of one search: its inputs, pickled (see ``_pickled``)."""
+    return _pickled((model, cluster, workload, overrides, space, ranked))
+
+
+def search_done(*inputs: object) -> bool:
+    """Whether the search of these inputs (``search``'s arguments) has run already."""
+    return store("search").get(search_key(*inputs)) is not None  # type: ignore[arg-type]
+
+
 def search(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -500,18 +584,28 @@ def search(
     overrides: Overrides,
     space: SearchSpace,
     ranked: int = 20,
+    progress: Progress | None = None,
 ) -> SearchResult:
     """explorer.search.search over every GPU of the cluster in ``space``, ``ranked`` layouts
-    (the current layout is not an input: picking a row does not search again)."""
+    (the current layout is not an input: picking a row does not search again). Shared, not
+    copied (see SHARED above). ``progress`` is passed to the search when it runs (not when the
+    result is stored already); an exception it raises leaves nothing stored."""
+    key = search_key(model, cluster, workload, overrides, space, ranked)
+    done = store("search").get(key)
+    if done is not None:
+        return done  # type: ignore[return-value]
     import explorer.search as module
 
     assumptions = estimate_assumptions(dict(overrides))
-    return module.search(
-        model, cluster, workload, space=space, assumptions=assumptions, ranked=ranked
-    )
+    result = module.search(
+        model, cluster, workload, space=space, assumptions=assumptions, ranked=ranked,
+        progress=progress,
+    )  # fmt: skip
+    store("search").put(key, result)
+    return result
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(hash_funcs=HASH, max_entries=16, show_spinner=False)
 def search_step_chart(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -536,42 +630,65 @@ def search_step_chart(
 # ------------------------------------------------------------------------------ report
 
 
-@st.cache_data(max_entries=16, show_spinner="Building the report…")
+def report_done(scenario: Scenario, with_search: bool = False) -> bool:
+    """Whether ``report(scenario, with_search)`` is built already (no status to show)."""
+    return store("report").get(_pickled((scenario, with_search))) is not None
+
+
 def report(scenario: Scenario, with_search: bool = False) -> Report:
     """explorer.report.build_report; the serving plan and (when asked) the mesh search come
-    from this cache, so a search already run on the Meshes page is not run again."""
+    from the caches, so a search already run on the Meshes page is not run again. Kept in a
+    Store, so the page can show a status while it is built (``report_done``)."""
+    key = _pickled((scenario, with_search))
+    done = store("report").get(key)
+    if done is not None:
+        return done  # type: ignore[return-value]
     import explorer.report as module
 
     model_spec, cluster_spec = model(scenario.model), cluster(scenario.cluster)
     if scenario.workload == "serving":
         plan = serving_plan(model_spec, cluster_spec, scenario.serving_spec(), scenario.assumptions)
-        return module.build_report(scenario, plan=plan)
-    if not with_search:
-        return module.build_report(scenario)
-    result = search(
-        model_spec,
-        cluster_spec,
-        scenario.training_spec(),
-        scenario.assumptions,
-        scenario.search_space(),
-    )
-    return module.build_report(scenario, search=result)
+        built = module.build_report(scenario, plan=plan)
+    elif not with_search:
+        built = module.build_report(scenario)
+    else:
+        result = search(
+            model_spec,
+            cluster_spec,
+            scenario.training_spec(),
+            scenario.assumptions,
+            scenario.search_space(),
+        )
+        built = module.build_report(scenario, search=result)
+    store("report").put(key, built)
+    return built
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+def report_file_done(scenario: Scenario, fmt: str, with_search: bool = False) -> bool:
+    """Whether the report's ``fmt`` file is built already."""
+    return store("report_file").get(_pickled((scenario, fmt, with_search))) is not None
+
+
 def report_file(scenario: Scenario, fmt: str, with_search: bool = False) -> ReportFile:
     """The report rendered in one format (md, html, pdf, json); built on demand, once."""
+    key = _pickled((scenario, fmt, with_search))
+    done = store("report_file").get(key)
+    if done is not None:
+        return done  # type: ignore[return-value]
     from explorer.ui.charts.report import FORMATS, render_report
 
     if fmt not in FORMATS:
         raise ValueError(f"no report format {fmt!r}; choose from {', '.join(FORMATS)}")
-    return render_report(report(scenario, with_search), fmt)
+    built = render_report(report(scenario, with_search), fmt)
+    store("report_file").put(key, built)
+    return built
 
 
-def report_file_name(scenario: Scenario, fmt: str) -> str:
+def report_file_name(scenario: Scenario, fmt: str, with_search: bool = False) -> str:
+    """The file's name, from the report shown (never a second report built for it)."""
     from explorer.report.content import file_name
 
-    return file_name(report(scenario), fmt)
+    return file_name(report(scenario, with_search), fmt)
 
 
 def report_mime(fmt: str) -> str:
@@ -596,7 +713,7 @@ def load_report(data: bytes) -> Scenario:
 # ------------------------------------------------------------------------------ scaling
 
 
-@st.cache_data(max_entries=32, show_spinner="Sweeping GPU counts…")
+@st.cache_data(hash_funcs=HASH, max_entries=32, show_spinner="Sweeping GPU counts…")
 def scaling(
     kind: str,
     model: ModelSpec,

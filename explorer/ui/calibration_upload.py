@@ -76,7 +76,12 @@ def _on_upload() -> None:
 
 def render() -> None:
     """The upload, the figures it set (each with its measurement) and a way to remove them."""
-    with st.expander("Calibration: your cluster's measurements"):
+    box = st.expander(
+        "Calibration: your cluster's measurements", key="calibration_open", on_change="rerun"
+    )
+    if not box.open:  # drawn only when open: the uploader would cost every rerun otherwise
+        return
+    with box:
         st.checkbox(
             "Use a file measured on another GPU",
             key=FORCE,

@@ -95,7 +95,16 @@ def render(case: TrainingCase, scenario: Scenario) -> None:
     """The inputs, the error and its attribution, and the correction button."""
     from explorer.estimate.measured import compare_memory, compare_step
 
-    with st.expander("Your own run: compare a measured step and peak"):
+    seconds, peak = scenario.measured_step_s, scenario.measured_peak_gib
+    box = st.expander(
+        "Your own run: compare a measured step and peak",
+        expanded=bool(seconds or peak),  # a link with measured values opens it
+        key="measured_open",
+        on_change="rerun",
+    )
+    if not box.open:  # drawn only when open: its inputs would cost every rerun otherwise
+        return
+    with box:
         left, right = st.columns(2)
         left.number_input(
             "Measured step (s)",
@@ -115,7 +124,6 @@ def render(case: TrainingCase, scenario: Scenario) -> None:
             help="Peak memory per GPU (torch.cuda.max_memory_reserved plus the CUDA context, or "
             "nvidia-smi); compared without the allocator headroom. GiB = 2^30 bytes.",
         )
-        seconds, peak = scenario.measured_step_s, scenario.measured_peak_gib
         if not seconds and not peak:
             st.caption("Enter a measured value (greater than zero) to compare.")
             return

@@ -113,9 +113,10 @@ def _seed_or_keep() -> None:
         _ensure_option(MODEL_CHOICE, models, "model", default[MODEL_CHOICE])
         _ensure_option(key("gpu"), list(dict(cached.gpu_choices())), "GPU", default[key("gpu")])
         return
+    present = state.to_dict()  # one copy: each `in` on session state would build one
     for name in STATE_KEYS:  # re-assigning stops Streamlit dropping a hidden widget's value
-        if name in state:
-            state[name] = state[name]
+        if name in present:
+            state[name] = present[name]
 
 
 def _ensure_option(name: str, options: Sequence[Any], what: str, fallback: Any) -> None:

@@ -12,7 +12,7 @@ from explorer import limits
 from explorer.scenario import LayoutInputs, Scenario, SearchInputs
 from explorer.search.rows import with_cost_column
 from explorer.specs import RECOMPUTES, SCHEDULES
-from explorer.ui import cached, inputs, sidebar
+from explorer.ui import cached, inputs, progress, sidebar
 from explorer.ui.charts.memory import stage_memory_figure
 from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
 from explorer.ui.format import gib, percent, seconds
@@ -295,9 +295,11 @@ def render(scenario: Scenario) -> None:
 
     results(scenario)
     space = scenario.search_space()  # an emptied choice: one sentence (run_page)
-    result = cached.search(
+    result = progress.search(
         case.model, case.cluster, case.workload, scenario.assumptions, space, scenario.search.ranked
     )
+    if result is None:  # cancelled: the sentence and "Search again" are shown
+        return
     gpu = case.cluster.gpu  # priced at the GPU preset's published list price, if any
     priced = with_cost_column(result.layouts, result.problem.num_gpus, gpu.price_per_gpu_hour)
     frame = display(priced, scenario.reserve_gib * GiB)
