@@ -486,6 +486,8 @@ def _app():
     app = Path(__file__).resolve().parents[1] / "app.py"
     at = AppTest.from_file(str(app), default_timeout=60)
     at.run()
+    at.session_state["calibration_open"] = True  # the box draws its uploader only when open
+    at.run()
     return at
 
 
