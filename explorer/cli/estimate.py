@@ -118,21 +118,21 @@ def add_straggler(parser: argparse.ArgumentParser) -> None:
                        help="mesh axis whose collectives cross the slow link")  # fmt: skip
 
 
-def add_mixed(parser: argparse.ArgumentParser) -> None:
-    """``--mixed-*``: a cluster of several GPU types (explorer.hetero)."""
-    group = parser.add_argument_group("mixed cluster")
-    group.add_argument(
-        "--mixed-groups",
-        default=None,
-        metavar="PRESET:NODES,...",
-        help="cluster presets and node counts, e.g. hgx-h100:4,dgx-a100:4",
-    )
+def add_mixed_groups(group: argparse._ArgumentGroup, groups_help: str) -> None:
+    """``--mixed-groups`` and ``--mixed-split``, shared by estimate, search and report."""
+    group.add_argument("--mixed-groups", default=None, metavar="PRESET:NODES,...", help=groups_help)
     group.add_argument(
         "--mixed-split",
         choices=("even", "speed"),
         default="even",
         help="data-parallel batch split over the types: even, or by speed",
     )
+
+
+def add_mixed(parser: argparse.ArgumentParser) -> None:
+    """``--mixed-*``: a cluster of several GPU types (explorer.hetero)."""
+    group = parser.add_argument_group("mixed cluster")
+    add_mixed_groups(group, "cluster presets and node counts, e.g. hgx-h100:4,dgx-a100:4")
     group.add_argument(
         "--mixed-placement",
         default=None,

@@ -91,21 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_mixed_search(parser: argparse.ArgumentParser) -> None:
     """``--mixed-groups``/``--mixed-split`` and ``--straggler-*``: the search re-ranked on a
     mixed cluster or with a straggler (explorer.hetero_search)."""
-    from explorer.cli.estimate import add_straggler
+    from explorer.cli.estimate import add_mixed_groups, add_straggler
 
     group = parser.add_argument_group("mixed cluster")
-    group.add_argument(
-        "--mixed-groups",
-        default=None,
-        metavar="PRESET:NODES,...",
-        help="rank layouts on cluster presets mixed, e.g. hgx-h100:4,dgx-a100:4",
-    )
-    group.add_argument(
-        "--mixed-split",
-        choices=("even", "speed"),
-        default="even",
-        help="data-parallel batch split over the types: even, or by speed",
-    )
+    add_mixed_groups(group, "rank layouts on cluster presets mixed, e.g. hgx-h100:4,dgx-a100:4")
     group.add_argument(
         "--mixed-mode",
         choices=("dp", "pp"),
