@@ -26,6 +26,8 @@ from architecture_configs import (
     MPT_7B,
     NEMOTRON4_340B,
     NEMOTRON_H_8B,
+    NEMOTRON_H_47B,
+    NEMOTRON_H_56B,
     PHI3_MINI,
     PHI4,
     PHI35_MOE,
@@ -352,6 +354,52 @@ def test_nemotron_h_counts() -> None:
     assert param_counts(model).total == by_hand == 8_100_852_736
     # The model card gives no exact count ("8B"); the hand count rounds to it.
     assert param_counts(model).total == pytest.approx(8e9, rel=0.02)
+
+
+def _nemotron_h_by_hand(h: int, f: int, layers: tuple[int, int, int]) -> int:
+    """Nemotron-H 47B / 56B by hand (transformers NemotronHMamba2Mixer shapes): 256 Mamba heads
+    of 64 (d_inner 16,384), 8 groups of state 256 (B and C 4,096), conv channels 20,480; 64 query
+    heads and 8 KV heads of 128; squared-ReLU MLP; one RMSNorm a block, final norm, untied head."""
+    mamba_blocks, attention_blocks, mlp_blocks = layers
+    inner, bc, heads = 256 * 64, 2 * 8 * 256, 256
+    mamba = h * (2 * inner + bc + heads) + (inner + bc) * (4 + 1) + 3 * heads + inner + inner * h
+    attention = 2 * h * 64 * 128 + 2 * h * 8 * 128
+    mlp = 2 * h * f
+    blocks = mamba_blocks + attention_blocks + mlp_blocks
+    return (
+        mamba_blocks * mamba + attention_blocks * attention + mlp_blocks * mlp
+        + (blocks + 1) * h + 2 * 131072 * h
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "layers", "by_hand", "official"),
+    [
+        # Nemotron-H-47B-Base-8K model card: "47B model parameters", five attention layers.
+        (NEMOTRON_H_47B, (45, 5, 48), 46_791_554_816, 47e9),
+        # Nemotron-H-56B-Base-8K model card: "56B model parameters"; NVIDIA's Nemotron-H page
+        # (research.nvidia.com/labs/adlr/nemotronh): 54 Mamba-2, 54 MLP and 10 attention layers.
+        (NEMOTRON_H_56B, (54, 10, 54), 56_324_350_464, 56e9),
+    ],
+)
+def test_nemotron_h_47b_and_56b_counts(
+    config: dict, layers: tuple[int, int, int], by_hand: int, official: float
+) -> None:
+    model = model_from_config(config)
+    kinds = (len(model.mamba_layers), len(model.attention_only_layers), len(model.ffn_only_layers))
+    assert kinds == layers
+    h, f = config["hidden_size"], config["intermediate_size"]
+    assert param_counts(model).total == _nemotron_h_by_hand(h, f, layers) == by_hand
+    # The model cards give no exact count; the hand count rounds to the published figure.
+    assert param_counts(model).total == pytest.approx(official, abs=0.5e9)
+    # KV cache on the attention blocks only; each Mamba2 block a fixed fp32 state of 256 heads
+    # x 64 x 256 and 3 past inputs of its 20,480 convolution channels (bf16).
+    per_layer = kv_bytes_per_token_per_layer(model, "bf16")
+    assert per_layer == 2 * 8 * 128 * 2
+    state = 256 * 64 * 256 * 4 + 20480 * 3 * 2
+    assert kv_cache_bytes_per_sequence(model, "bf16", 8192) == (
+        layers[1] * 8192 * per_layer + layers[0] * state
+    )
 
 
 def test_nemotron_h_layer_kinds_from_the_pattern() -> None:
