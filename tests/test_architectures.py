@@ -336,6 +336,38 @@ def test_qwen3_next_state_and_flops() -> None:
     )
 
 
+def test_qwen3_next_training_activations_of_its_linear_blocks() -> None:
+    from explorer.memory.activations import block_tensors
+    from explorer.memory.assumptions import TrainingAssumptions
+    from explorer.memory.tensors import ActivationShape
+
+    model = model_from_config(QWEN3_NEXT)
+    x = ActivationShape(seq_len=4096, micro_batch_size=1)
+    tensors = block_tensors(model, "moe", x, TrainingAssumptions())
+    by_name = {t.name: t for t in tensors}
+    # One Gated DeltaNet block, bf16 elements a token: norm and in_proj inputs 2 x 2048, conv
+    # input 2 x 2048 + 4096, gate z 4096, beta 32, q and k repeated to 32 value heads 2 x 32 x
+    # 128, v 4096, WY matrix 32 x 64, delta-rule output 4096, out_proj input 4096; fp32: g and
+    # the softplus input 2 x 32, q and k rstd 2 x 32, gated-norm rstd 32.
+    bf16 = 2048 + 2048 + 8192 + 4096 + 32 + 8192 + 4096 + 2048 + 4096 + 4096
+    assert bf16 == 38_944
+    linear = 2 * bf16 + 4 * (64 + 64 + 32)
+    ours = sum(t.bytes for t in tensors if t.name.startswith(("linear-attention", "delta-rule")))
+    ours += sum(by_name[n].bytes for n in ("short-convolution input", "output gate z"))
+    ours += by_name["gated-norm rstd"].bytes
+    assert ours == pytest.approx(4096 * linear * 36 / 48, rel=1e-12)
+    # 12 gated softmax blocks: their K and V (2 heads x 256) and the gate's two tensors
+    # (16 heads x 256 each) weighted by 12 / 48; nothing of theirs on the 36 linear blocks.
+    assert by_name["value"].elements == pytest.approx(4096 * 512 * 12 / 48)
+    gate = by_name["ungated attention output"].bytes + by_name["sigmoid(output gate)"].bytes
+    assert gate == pytest.approx(4096 * 2 * 4096 * 2 * 12 / 48)
+    # TP 2 halves the delta-rule tensors (heads split); the norm input stays (no SP)
+    half = block_tensors(model, "moe", ActivationShape(4096, 1, tp=2), TrainingAssumptions())
+    halved = {t.name: t.bytes for t in half}
+    assert halved["delta-rule v"] == by_name["delta-rule v"].bytes / 2
+    assert halved["linear-attention norm input"] == by_name["linear-attention norm input"].bytes
+
+
 # Nemotron-H-8B by hand from its config.json (transformers NemotronHMamba2Mixer shapes):
 # d_inner = 128 heads x 64 = 8192; B and C 2 x 8 groups x 128 = 2048; conv channels 10240.
 NEMOTRON_H_MAMBA = 4096 * (2 * 8192 + 2048 + 128) + 10240 * (4 + 1) + 3 * 128 + 8192 + 8192 * 4096
