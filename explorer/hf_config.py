@@ -387,18 +387,41 @@ class _PhiMoe(_Phi3):
         }
 
 
-class _Qwen2Windowed(_Qwen2, _Windowed):
-    """Qwen2 with ``use_sliding_window``: blocks from max_window_layers on are windowed
-    (transformers Qwen2Config: sliding when use_sliding_window and i >= max_window_layers)."""
+class _QwenWindow(_Windowed):
+    """Qwen2 / Qwen3 ``use_sliding_window``: blocks from max_window_layers on are windowed
+    (transformers Qwen2Config and Qwen3Config: sliding when use_sliding_window and
+    i >= max_window_layers, unless layer_types lists the blocks)."""
 
     use_sliding_window: Flag = False
     max_window_layers: Count = 28
 
-    def spec_fields(self) -> dict[str, Any]:
+    def qwen_window_fields(self, num_layers: int) -> dict[str, Any]:
         if not self.use_sliding_window:
-            return super().spec_fields()
-        default = tuple(range(self.max_window_layers, self.num_hidden_layers))
-        return super().spec_fields() | self.window_fields(self.num_hidden_layers, default)
+            return {}
+        default = tuple(range(self.max_window_layers, num_layers))
+        return self.window_fields(num_layers, default)
+
+
+class _Qwen2Windowed(_Qwen2, _QwenWindow):
+    """Qwen2ForCausalLM (Qwen2, Qwen2.5) with its sliding window where configured."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.qwen_window_fields(self.num_hidden_layers)
+
+
+class _Qwen3Windowed(_Qwen3, _QwenWindow):
+    """Qwen3ForCausalLM with its sliding window where configured (released Qwen3 configs set
+    use_sliding_window false)."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.qwen_window_fields(self.num_hidden_layers)
+
+
+class _Qwen3MoeWindowed(_Qwen3Moe, _QwenWindow):
+    """Qwen3MoeForCausalLM with its sliding window where configured."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.qwen_window_fields(self.num_hidden_layers)
 
 
 class _MistralWindowed(_Mistral, _Windowed):
@@ -867,8 +890,8 @@ ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
         "MixtralForCausalLM": _Mixtral,
         "Qwen2ForCausalLM": _Qwen2Windowed,
         "Qwen2MoeForCausalLM": _Qwen2Moe,
-        "Qwen3ForCausalLM": _Qwen3,
-        "Qwen3MoeForCausalLM": _Qwen3Moe,
+        "Qwen3ForCausalLM": _Qwen3Windowed,
+        "Qwen3MoeForCausalLM": _Qwen3MoeWindowed,
         "DeepseekV3ForCausalLM": _DeepseekV3,
         "GPT2LMHeadModel": _Gpt2,
         "Gemma2ForCausalLM": _Gemma2,

@@ -4,6 +4,8 @@ KV cache and attention FLOPs, and one-sentence errors naming the field."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 from architecture_configs import (
@@ -62,6 +64,8 @@ from explorer.memory.serving_layout import (
 )
 from explorer.presets import load_gpu, load_model
 from explorer.specs import Layout, ServingWorkload
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "models"
 
 # Exact counts: the safetensors parameter count the Hugging Face hub shows for the checkpoint
 # (or the model card's exact figure, BLOOM: "176,247,271,424 parameters").
@@ -176,6 +180,23 @@ def test_qwen2_sliding_window_layers() -> None:
     assert model_from_config(config).window_layers == (6, 7)
     off = model_from_config(config | {"use_sliding_window": False})
     assert off.sliding_window is None
+
+
+def test_qwen3_sliding_window_where_configured() -> None:
+    # Qwen3-32B's published config.json sets use_sliding_window false (the preset: no window);
+    # switched on, blocks from max_window_layers on keep only the window (transformers Qwen3Config).
+    config = json.loads((PRESET_DIR / "qwen3-32b.json").read_text())
+    assert model_from_config(config).sliding_window is None
+    on = config | {"use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 48}
+    model = model_from_config(on)
+    assert model.window_layers == tuple(range(48, 64))
+    per_layer = kv_bytes_per_token_per_layer(model, "bf16")
+    assert per_layer == 2 * 8 * 128 * 2
+    assert kv_cache_bytes_per_sequence(model, "bf16", 32768) == per_layer * (48 * 32768 + 16 * 4096)
+    # Qwen3-MoE reads the same fields
+    moe = json.loads((PRESET_DIR / "qwen3-235b-a22b.json").read_text())
+    moe_on = moe | {"use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 90}
+    assert model_from_config(moe_on).window_layers == (90, 91, 92, 93)
 
 
 @pytest.mark.parametrize(
