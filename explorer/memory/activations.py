@@ -264,7 +264,10 @@ def _mamba(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) -> list
     output and the gated norm's fp32 rstd per group; it rebuilds the convolution output and
     the out_proj input in backward. Split over TP as Megatron-Core MambaMixer shards d_inner.
     Source: state-spaces/mamba ops/triton/ssd_combined.py (MambaSplitConv1dScanCombinedFn
-    save_for_backward)."""
+    save_for_backward: zxbcdt, out_x, rstd and the weights). Not saved: the convolution state
+    and output and the SSD chunk states (b x chunks x heads x P x N, fp32), which the backward
+    recomputes from zxbcdt (_mamba_chunk_scan_combined_bwd); their forward-time transient is
+    not counted here (Mamba-2 paper, arXiv:2405.21060, sec. 6: the chunked SSD algorithm)."""
     h, act, tp = model.hidden_size, x.dtype_bytes, x.tp
     inner, groups = model.mamba_inner_size, model.mamba_n_groups
     projected = 2 * inner + 2 * groups * model.ssm_state_size + model.mamba_num_heads
