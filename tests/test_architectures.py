@@ -45,7 +45,10 @@ from explorer.counting import (
 )
 from explorer.flops import (
     block_forward_flops,
+    decode_context,
+    decode_keys_read,
     forward_flops_per_token,
+    indexer_flops_per_key,
     keys_per_query,
     keys_per_query_chunked,
 )
@@ -609,3 +612,24 @@ def test_nemotron_h_search_bounds_hold_and_pruning_is_exact() -> None:
     pruned = search(model, cluster, workload, ranked=12, space=space)
     full = search(model, cluster, workload, ranked=None, space=space)
     assert _ranked_keys(pruned.layouts) == _ranked_keys(full.layouts.head(12))
+
+
+def test_decode_reads_only_the_window_chunk_or_top_k() -> None:
+    g3 = model_from_config(GEMMA3_1B)  # 22 local blocks of 512, 4 global
+    assert decode_keys_read(g3, 0, 32768) == 512 and decode_keys_read(g3, 5, 32768) == 32768
+    assert decode_context(g3, tuple(range(26)), 32768) == pytest.approx((22 * 512 + 4 * 32768) / 26)
+    assert decode_context(g3, tuple(range(26)), 300) == 300  # shorter than the window
+    scout = model_from_config(LLAMA4_SCOUT)  # chunks of 8192 on 36 blocks, 12 global
+    # token 8192 + 100 is the 100th of its chunk; global blocks read all 8292 keys
+    assert decode_keys_read(scout, 0, 8292) == 100 and decode_keys_read(scout, 3, 8292) == 8292
+    assert decode_keys_read(scout, 0, 8192) == 8192
+    v32 = model_from_config(DEEPSEEK_V32)  # top-2048 keys; the indexer scores all of them
+    assert decode_context(v32, tuple(range(61)), 32768) == 2048
+    assert decode_context(v32, tuple(range(61)), 1000) == 1000
+    assert indexer_flops_per_key(v32) == 2 * 64 * 128
+    # blocks without a KV cache read nothing
+    nh = model_from_config(NEMOTRON_H_8B)
+    assert decode_keys_read(nh, 0, 4096) == 0 and decode_context(nh, (0, 1, 2), 4096) == 0
+    assert decode_context(nh, (0, 7), 4096) == 4096  # block 7 is attention
+    with pytest.raises(ValueError, match="at least 1 token"):
+        decode_keys_read(g3, 0, 0)
