@@ -2,9 +2,11 @@
 
 Supported architectures (the first entry of ``architectures`` that we know, else ``model_type``):
 Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, DeepSeek-V3 (and models that reuse
-it, such as Kimi K2) and GPT-2. Fields that set the model's size (widths, layers, heads, vocabulary,
-expert and latent widths) must be present; other fields take transformers' defaults for the
-architecture. Unknown keys are ignored: configs carry many fields we do not use.
+it, such as Kimi K2) and GPT-2; Gemma 2 and 3, Phi-3 / Phi-4, Phi-3.5-MoE, Nemotron-4, BLOOM,
+MPT, DeepSeek-V2 and V3.2, GLM-4.5, Llama 4, gpt-oss, Qwen3-Next and Nemotron-H (``ARCHITECTURES``
+below; the sources are in each class). Fields that set the model's size (widths, layers,
+heads, vocabulary, expert and latent widths) must be present; other fields take transformers'
+defaults for the architecture. Unknown keys are ignored: configs carry many fields we do not use.
 
 Source: the ``configuration_*.py`` and ``modeling_*.py`` files of huggingface/transformers
 (models/llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v3, gpt2).
