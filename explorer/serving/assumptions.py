@@ -80,6 +80,14 @@ class ServingAssumptions:
     prefilled, so prefill tokens and TTFT shrink; their KV still takes memory per sequence
     (sharing between sequences is left out)."""
 
+    chunked_prefill: bool = True
+    """Whether a prompt may be split over steps under the token budget (vLLM V1 and SGLang
+    chunk by default). ``False`` admits each prompt whole: a step holds its decodes and only
+    as many whole prompts as the budget leaves room for, so with long prompts and short
+    outputs fewer sequences can keep decoding (``explorer.serving.latency.whole_prompt_decodes``).
+    Source: TensorRT-LLM's ``enable_chunked_prefill`` is off by default, and trtllm-bench
+    throughput leaves it off unless asked (tensorrt_llm/bench/benchmark/utils/general.py,
+    ``get_settings``)."""
     cuda_graphs: bool = True
     """Whether decode-only steps replay captured CUDA graphs (vLLM, SGLang and TensorRT-LLM do
     by default): no kernel is launched from the host, and each attention group's batch is

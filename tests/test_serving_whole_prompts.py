@@ -1,0 +1,73 @@
+"""Prompts admitted whole (no chunked prefill), trtllm-bench's own batch and token budget, and
+the published serving runs' agreement with them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from explorer.memory.serving import ServingLayout
+from explorer.presets import load_gpu, load_model
+from explorer.published_serving import estimate_run, load_runs, summary, trtllm_bench_settings
+from explorer.serving import ServingAssumptions
+from explorer.serving.latency import replica_latency, sustained_decodes, whole_prompt_decodes
+from explorer.specs import ClusterSpec, ServingWorkload
+
+
+@pytest.mark.parametrize(
+    ("budget", "prompt", "steps", "expected"),
+    [
+        # 9216 tokens, 5000-token prompts: one prompt a step, so 500 sequences of 500 steps
+        (9216, 5000, 500, 500.0),
+        # 3840 tokens, 2048-token prompts, 128 output steps: one prompt a step, 128 sequences
+        (3840, 2048, 128, 128.0),
+        # 8192 tokens, 128-token prompts, 2048 steps: 4 prompts leave 7680 tokens of decodes
+        (8192, 128, 2048, 7680.0),
+        # a budget below one prompt + its decodes counts as 5000 + 500: one prompt, 500 left
+        (100, 5000, 500, 500.0),
+    ],
+)
+def test_whole_prompts_limit_the_decodes_a_budget_keeps(budget, prompt, steps, expected):
+    assert whole_prompt_decodes(budget, prompt, steps) == pytest.approx(expected)
+
+
+def test_whole_prompts_never_keep_more_decodes_than_chunked_prefill():
+    for budget, prompt, steps in [(9216, 5000, 500), (2048, 1000, 1000), (8192, 128, 2048)]:
+        chunked = sustained_decodes(budget, prompt, steps)
+        assert whole_prompt_decodes(budget, prompt, steps) <= chunked + 1e-9
+
+
+def test_an_engine_without_chunked_prefill_decodes_fewer_sequences_at_long_prompts():
+    # Llama 3.1 8B on one H200, 5000 / 500 tokens, 2000 sequences wanted, 9216 tokens a step:
+    # chunked prefill keeps 9216 x 500 / 5500 = 837.8 decoding; whole prompts keep 500
+    model, cluster = load_model("llama-3.1-8b"), ClusterSpec(gpu=load_gpu("h200"), num_nodes=1)
+    w = ServingWorkload(prompt_len=5000, output_len=500, concurrency=2000, weights_dtype="fp8")
+    chunked = ServingAssumptions()
+    chunked = replace(chunked, memory=replace(chunked.memory, prefill_chunk_tokens=9216))
+    whole = replace(chunked, chunked_prefill=False)
+    one = ServingLayout()
+    assert replica_latency(model, cluster, one, w, chunked).decoding == pytest.approx(837.8, 1e-3)
+    assert replica_latency(model, cluster, one, w, whole).decoding == pytest.approx(500.0)
+
+
+def test_trtllm_bench_picks_its_batch_and_token_budget_from_its_memory_estimate():
+    # Llama 3.1 8B FP8 on one H100 (85,520,809,984 bytes), 5000 / 500: the KV cache gets
+    # 0.9 x (85,520,809,984 - 8,030,261,248) bytes, 65,536 bytes a token (2 x 32 x 8 x 128),
+    # so 193.5 requests of 5500 tokens: max_batch_size 224 (up to 32s), 193.5 x 11 = 2128
+    # tokens -> 2304 (up to 256s), raised to 5000 + 224 without chunked prefill
+    model, gpu = load_model("llama-3.1-8b"), load_gpu("h100-sxm")
+    w = ServingWorkload(prompt_len=5000, output_len=500, concurrency=1, weights_dtype="fp8")
+    w = replace(w, kv_dtype="fp8")
+    assert trtllm_bench_settings(model, gpu.memory_bytes, 1, 1, w) == (224, 5224)
+    # 128 / 128 on an H200: the requests cap at 4096, 4096 x 2 tokens -> 8192
+    short = replace(w, prompt_len=128, output_len=128)
+    assert trtllm_bench_settings(model, load_gpu("h200").memory_bytes, 1, 1, short) == (4096, 8192)
+
+
+def test_the_qwen3_rows_read_as_tp8_and_the_table_meets_the_issue_target():
+    checks = [estimate_run(r) for r in load_runs()]
+    qwen = [c for c in checks if "qwen3-235b" in c.id]
+    assert len(qwen) == 8 and all(c.error is not None and abs(c.error) < 0.5 for c in qwen)
+    mean, worst, missing = summary(checks)
+    assert missing == 0 and mean <= 0.20 and abs(worst.error or 0.0) <= 0.50
