@@ -11,7 +11,13 @@ from explorer.memory.serving import ServingLayout
 from explorer.presets import load_gpu, load_model
 from explorer.published_serving import estimate_run, load_runs, summary, trtllm_bench_settings
 from explorer.serving import ServingAssumptions
-from explorer.serving.latency import replica_latency, sustained_decodes, whole_prompt_decodes
+from explorer.serving.latency import (
+    _Case,
+    _slowest,
+    replica_latency,
+    sustained_decodes,
+    whole_prompt_decodes,
+)
 from explorer.specs import ClusterSpec, ServingWorkload
 
 
@@ -71,3 +77,16 @@ def test_the_qwen3_rows_read_as_tp8_and_the_table_meets_the_issue_target():
     assert len(qwen) == 8 and all(c.error is not None and abs(c.error) < 0.5 for c in qwen)
     mean, worst, missing = summary(checks)
     assert missing == 0 and mean <= 0.20 and abs(worst.error or 0.0) <= 0.50
+
+
+def test_the_prompts_mixed_into_one_step_run_as_one_prefill_batch():
+    # Llama 3.1 8B on one H200, 128 / 128 tokens, 4096 sequences, 8192 tokens a step: each
+    # step mixes in 4096 x 128 / 128 = 4096 prompt tokens (32 prompts), which run as one
+    # prefill of 4096 tokens (one read of the weights), not as 32 prefills of 128
+    model, cluster = load_model("llama-3.1-8b"), ClusterSpec(gpu=load_gpu("h200"), num_nodes=1)
+    w = ServingWorkload(prompt_len=128, output_len=128, concurrency=4096, weights_dtype="fp8")
+    a, one = ServingAssumptions(), ServingLayout()
+    t = replica_latency(model, cluster, one, w, a)
+    batch = _slowest(_Case(model, cluster, one, w, a), 4096, 64, prefill=True).total_s
+    assert t.decoding == 4096 and t.itl_s == pytest.approx(t.decode_step_s + batch)
+    assert t.itl_s < t.decode_step_s + 32 * t.prefill.total_s

@@ -541,9 +541,11 @@ def replica_latency(
     step += spec.draft_seconds(micro * pp * ep, context)  # k draft passes for them
     step += case.a.step_overhead_s  # the host's share (the drafts' is in draft_seconds)
     # each step mixes in the successors' prompt tokens, at most the budget left by decodes;
-    # costed at the prefill chunk's seconds per token
+    # the prompts (or chunks) of one step run as one batch, so they are costed at the seconds
+    # per token of a prefill of that many tokens, or of one chunk when they are fewer
     mixed = min(micro * computed * per_step / w.output_len, max(0.0, budget - micro * (k + 1)))
-    itl = (step + pp * mixed * pre.total_s / chunk) / per_step
+    packed = pre if mixed <= chunk else _slowest(case, mixed, keys, prefill=True)
+    itl = (step + pp * mixed * packed.total_s / max(chunk, mixed)) / per_step
     # closed loop (Little): the sequences not decoding wait, a share 1 - micro / wanted of
     # each request's time, whose decoding part is output_len inter-token latencies
     ttft += w.output_len * itl * (wanted / micro - 1)
