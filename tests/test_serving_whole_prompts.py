@@ -18,6 +18,7 @@ from explorer.serving.latency import (
     sustained_decodes,
     whole_prompt_decodes,
 )
+from explorer.serving.scheduler import EngineLoad, simulate
 from explorer.specs import ClusterSpec, ServingWorkload
 
 
@@ -90,3 +91,13 @@ def test_the_prompts_mixed_into_one_step_run_as_one_prefill_batch():
     batch = _slowest(_Case(model, cluster, one, w, a), 4096, 64, prefill=True).total_s
     assert t.decoding == 4096 and t.itl_s == pytest.approx(t.decode_step_s + batch)
     assert t.itl_s < t.decode_step_s + 32 * t.prefill.total_s
+
+
+@pytest.mark.parametrize(("chunked", "decodes"), [(True, 922 * 50 / 550), (False, 50.0)])
+def test_the_scheduler_keeps_the_decodes_the_closed_forms_give(chunked, decodes):
+    # a step of 1 s whatever it holds, 200 users, 500-token prompts, 50 output tokens, 922
+    # tokens a step: chunked prefill keeps 922 x 50 / 550 = 83.8 sequences decoding (output
+    # tokens a second), whole prompts one prompt a step, so 50
+    load = EngineLoad(users=200, max_batch=200, token_budget=922, num_requests=3000)
+    one = simulate(lambda *_: 1.0, load, 500, 50, 10**7, chunked_prefill=chunked)
+    assert one.tokens_per_s == pytest.approx(decodes, rel=0.05)
