@@ -159,6 +159,8 @@ def _check_run(run: dict[str, Any], seen: set[str]) -> None:
     extra = PHASE_FIELD[run["phase"]]
     if extra and not isinstance(run.get(extra), int):
         raise ValueError(f"run {name}: a {run['phase']} run needs {extra}")
+    if not isinstance(run.get("experts_parallel_in_tp", False), bool):
+        raise ValueError(f"run {name}: experts_parallel_in_tp must be true or false")
     if run["measured_per"] not in ("total", "node"):
         raise ValueError(f"run {name}: measured_per must be total or node")
     gpus = run["tp"] * run["pp"] * run["ep"] * run["replicas"]
@@ -189,6 +191,8 @@ def _case(run: dict[str, Any]) -> tuple[Any, ClusterSpec, ServingLayout, Serving
 def estimate_run(run: dict[str, Any], a: ServingAssumptions | None = None) -> RunCheck:
     """The estimator's tokens/s per GPU for one published run (the module docstring's rules)."""
     a = a or engine_assumptions(run["engine"])
+    if run.get("experts_parallel_in_tp", False):  # the run's experts are EP over its TP ranks
+        a = replace(a, experts_parallel_in_tp=True)
     model, cluster, layout, workload = _case(run)
     gpus = layout.world_size
     estimate: float | None

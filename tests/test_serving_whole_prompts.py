@@ -13,7 +13,9 @@ from explorer.published_serving import estimate_run, load_runs, summary, trtllm_
 from explorer.serving import ServingAssumptions
 from explorer.serving.latency import (
     _Case,
+    _compute_parts,
     _slowest,
+    _stage_flops,
     replica_latency,
     sustained_decodes,
     whole_prompt_decodes,
@@ -101,3 +103,18 @@ def test_the_scheduler_keeps_the_decodes_the_closed_forms_give(chunked, decodes)
     load = EngineLoad(users=200, max_batch=200, token_budget=922, num_requests=3000)
     one = simulate(lambda *_: 1.0, load, 500, 50, 10**7, chunked_prefill=chunked)
     assert one.tokens_per_s == pytest.approx(decodes, rel=0.05)
+
+
+def test_experts_parallel_over_the_tp_ranks_pay_the_busiest_ranks_load():
+    # Qwen3-235B at TP8, 2048 tokens: whole experts, 16 a rank, each rank 2048 x 8 / 8 = 2048
+    # copies; cv 1.68: 1 + sqrt(2 ln 8) sqrt(1.68^2 / 16 + 1 / 2048) = 1.8577 x the expert
+    # GEMMs' time of TP-sharded experts (same FLOPs, same rows per expert)
+    model = load_model("qwen3-235b-a22b")
+    cluster, layout = ClusterSpec(gpu=load_gpu("h200"), num_nodes=1), ServingLayout(tp=8)
+    w = ServingWorkload(prompt_len=128, output_len=128, concurrency=2048, weights_dtype="fp8")
+    flops = _stage_flops(model, tuple(range(model.num_hidden_layers)), True)
+    sharded, whole = ServingAssumptions(), ServingAssumptions(experts_parallel_in_tp=True)
+    tp = _compute_parts(_Case(model, cluster, layout, w, sharded), flops, 2048, 0, True, 2048)
+    ep = _compute_parts(_Case(model, cluster, layout, w, whole), flops, 2048, 0, True, 2048)
+    assert ep.experts / tp.experts == pytest.approx(1.8577, abs=1e-4)
+    assert ep.gemms == tp.gemms and ep.attention == tp.attention

@@ -80,6 +80,15 @@ class ServingAssumptions:
     prefilled, so prefill tokens and TTFT shrink; their KV still takes memory per sequence
     (sharing between sequences is left out)."""
 
+    experts_parallel_in_tp: bool = False
+    """Whether, in a layout without attention data parallel (ep 1) and tp > 1, the MoE blocks
+    hold whole experts on each TP rank (expert parallel over the TP group, E / tp experts a
+    rank) instead of a 1 / tp slice of every expert. The weight bytes and FLOPs per GPU are
+    the same; the busiest rank sets the pace (``experts.rank_load_imbalance`` over tp ranks).
+    Source: TensorRT-LLM ``--tp N --ep N`` without ``enable_attention_dp``
+    (moe_expert_parallel_size = tp: attention TP, experts EP on the same GPUs); vLLM's
+    ``--enable-expert-parallel`` with TP likewise. False: TP-sharded experts (vLLM's
+    default)."""
     chunked_prefill: bool = True
     """Whether a prompt may be split over steps under the token budget (vLLM V1 and SGLang
     chunk by default). ``False`` admits each prompt whole: a step holds its decodes and only

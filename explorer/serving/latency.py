@@ -221,6 +221,11 @@ def _compute_parts(
     imbalance = expert_imbalance(
         model, lay.ep, lay.redundant_experts, rows, a.expert_load_cv, a.balanced_load_cv
     )
+    if a.experts_parallel_in_tp and lay.ep == 1 and lay.tp > 1:  # EP over the TP ranks
+        imbalance = expert_imbalance(  # each rank takes its experts' copies of all the tokens
+            model, lay.tp, lay.redundant_experts, rows / lay.tp, a.expert_load_cv,
+            a.balanced_load_cv,
+        )  # fmt: skip
     slots = expert_slots(model, lay.redundant_experts)
     routed = rows * lay.ep * model.num_experts_per_tok / slots if slots else rows
     experts = rows * f.experts / lay.tp * imbalance / gemm_efficiency(a, routed, prefill)
