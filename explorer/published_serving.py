@@ -257,11 +257,14 @@ def _trtllm_bench(
 ) -> tuple[ServingAssumptions, int]:
     """The assumptions and the most sequences per replica of a ``trtllm-bench throughput`` run
     (``trtllm_bench_settings``): its max_num_tokens is the token budget, prompts enter whole,
-    and max_batch_size caps each attention-DP rank's batch (each rank schedules its own)."""
+    max_batch_size caps each attention-DP rank's batch (each rank schedules its own), and
+    the CUDA graphs stop at min(max_batch_size, max_num_tokens)."""
     tp = layout.tp * layout.ep  # trtllm-bench --tp spans the attention-DP ranks too
     batch, tokens = trtllm_bench_settings(model, cluster.gpu.memory_bytes, tp, layout.pp, workload)
     memory = replace(a.memory, prefill_chunk_tokens=tokens)
-    return replace(a, memory=memory, chunked_prefill=False), batch * layout.pp * layout.ep
+    graphs = min(batch, tokens)  # the largest decode batch it captures (``cuda_graph_max``)
+    a = replace(a, memory=memory, chunked_prefill=False, cuda_graph_max=graphs)
+    return a, batch * layout.pp * layout.ep
 
 
 def _with(workload: ServingWorkload, concurrency: int) -> ServingWorkload:

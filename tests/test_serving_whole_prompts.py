@@ -11,6 +11,7 @@ from explorer.memory.serving import ServingLayout
 from explorer.presets import load_gpu, load_model
 from explorer.published_serving import estimate_run, load_runs, summary, trtllm_bench_settings
 from explorer.serving import ServingAssumptions
+from explorer.serving.assumptions import graph_batch
 from explorer.serving.latency import (
     _Case,
     _compute_parts,
@@ -118,3 +119,12 @@ def test_experts_parallel_over_the_tp_ranks_pay_the_busiest_ranks_load():
     ep = _compute_parts(_Case(model, cluster, layout, w, whole), flops, 2048, 0, True, 2048)
     assert ep.experts / tp.experts == pytest.approx(1.8577, abs=1e-4)
     assert ep.gemms == tp.gemms and ep.attention == tp.attention
+
+
+def test_a_capped_graph_list_pads_to_the_cap_not_past_it():
+    # TensorRT-LLM's perf-overview list (..., 1024, 2048, 4096, 8192) under a cap of 2304:
+    # 2135 sequences pad to 2304 (not 4096); 1500 still to 2048; 2400 run eagerly
+    a = ServingAssumptions(cuda_graph_sizes="tensorrt-llm", cuda_graph_max=2304)
+    assert graph_batch(a, 2135) == 2304 and graph_batch(a, 1500) == 2048
+    assert graph_batch(a, 2400) is None
+    assert graph_batch(replace(a, cuda_graph_max=None), 2135) == 4096
