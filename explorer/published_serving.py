@@ -38,8 +38,10 @@ from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
 RUNS_PATH = Path(__file__).resolve().parents[1] / "validation" / "serving_runs.toml"
 GPUS_PER_NODE = 8
 MAX_BATCH = 8192
-"""Most sequences a step at maximum load. Source: TensorRT-LLM's perf-overview options
-capture CUDA graphs for batches up to 8192, so the KV cache, not the batch, is the cap."""
+"""Most sequences a step at maximum load for an engine without its own rule (a TensorRT-LLM
+run takes trtllm-bench's, ``trtllm_bench_settings``). Source: TensorRT-LLM's perf-overview
+options capture CUDA graphs for batches up to 8192, so the KV cache, not the batch, is the
+cap."""
 
 ENGINE_MEMORY = {"TensorRT-LLM": MemoryAssumptions(kv_free_memory_fraction=0.9)}
 """How each engine sizes its KV cache, where it differs from vLLM's default rule. Source:
