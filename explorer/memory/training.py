@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from explorer.memory.allocator import allocator_reserve
 from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
 from explorer.memory.breakdown import CATEGORIES, MemoryBreakdown
 from explorer.memory.checks import (
@@ -108,6 +109,9 @@ class StageMemory:
     """Bytes at every phase of the step (``explorer.memory.phases.PHASES`` order)."""
     peak_phase: Phase = "backward_start"
     """The phase whose bytes ``breakdown`` holds: the stage's largest."""
+    allocator_parts: tuple[tuple[str, float], ...] = ()
+    """What PyTorch's caching allocator reserves beyond the live peak, by mechanism, bytes
+    (``explorer.memory.allocator``); ``breakdown.headroom`` is at least their sum."""
 
     @property
     def total_bytes(self) -> float:
@@ -246,6 +250,11 @@ def _memory_of(
     s: TrainingSetting, plan: StagePlan, held: HeldParams, parts: StageParts, inflight: float
 ) -> StageMemory:
     phases = stage_phases(parts)
+    reserve = allocator_reserve(s, plan, phases)
+    modelled = sum(b for _, b in reserve)
+    if modelled > parts.fixed.headroom:  # the modelled reserve where above the assumed share
+        parts = replace(parts, fixed=replace(parts.fixed, headroom=modelled))
+        phases = stage_phases(parts)
     peak = peak_of(phases)
     return StageMemory(
         plan.stage,
@@ -258,6 +267,7 @@ def _memory_of(
         s.communication,
         phases,
         peak.phase,
+        reserve,
     )
 
 
