@@ -14,6 +14,8 @@ Named mechanisms, each from the source it cites:
 - per-stream pools: a freed block serves only requests of the stream that allocated it
   (CUDACachingAllocator.cpp get_free_block: BlockPool keyed by stream), so FSDP2's buffers
   allocated on its side streams are reserved beside the default stream's peak, not inside it.
+  (pytorch/pytorch PR 129721, 2024-06: memory "in non-default-stream memory pools ... cannot be
+  reused by the default stream"; it moved the reduce-scatter input to the default stream.)
   FSDP2 never calls record_stream; it keeps a reference until an event instead
   (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py AllGatherState,
   ReduceScatterState):

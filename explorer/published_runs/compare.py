@@ -97,6 +97,7 @@ def compare(run: PublishedRun) -> dict[str, Any]:
         "inexact": "; ".join(s.inexact),
         "unmodelled": "; ".join(s.unmodelled),
         "missing": "; ".join(run.missing),
+        "notes": run.notes,
     }
 
 
