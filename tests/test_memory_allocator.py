@@ -88,8 +88,12 @@ def test_a_pipeline_stage_of_blocks_reserves_two_blocks_and_their_gradients():
     }
 
 
-def test_megatron_runs_get_no_allocator_term():
-    memory = _memory("mbridge-25.11-h100-llama3-8b-fp8cs")
+@pytest.mark.parametrize(
+    "run_id",
+    ["mbridge-25.11-h100-llama3-8b-fp8cs", "llmfoundry-h100-mpt-13b-2048-8gpu"],  # FSDP1
+)
+def test_megatron_and_fsdp1_runs_get_no_allocator_term(run_id):
+    memory = _memory(run_id)
     assert all(st.allocator_parts == () for st in memory.stages)
     assert memory.stages[0].breakdown.headroom == pytest.approx(0.05 * memory.gpu_bytes)
 
