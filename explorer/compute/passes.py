@@ -94,6 +94,13 @@ class PassTimes:
     """Attention core forward (what context-parallel transfers hide behind)."""
     dense_efficiency: float
     """Kernel efficiency of the dense GEMMs."""
+    expert_forward_s: float = 0.0
+    """The routed experts' part of ``forward_s``: their grouped GEMMs and the dispatcher's sort
+    (Megatron-Core's ``mlp`` node, which its 1F1B all-to-all overlap pairs with the other
+    micro-batch's dispatch gradient: explorer.comm.model_parallel.ep_collectives)."""
+    expert_backward_s: float = 0.0
+    """The routed experts' part of ``backward_s``: their input- and weight-gradient GEMMs, the
+    sort's mirror and their recomputation."""
 
     @property
     def backward_s(self) -> float:
@@ -316,6 +323,9 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     lin += sms * (b_dense * kb.dense.forward_s + b_moe * kb.moe.forward_s)
     exp = sms * imbalance * (l_moe * k.experts.forward_s + b_moe * kb.experts.forward_s)
     recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort)  # casts: GEMMs
+    grads = l_moe * (k.experts.dgrad_s + k.experts.wgrad_s)
+    grads += b_moe * (kb.experts.dgrad_s + kb.experts.wgrad_s)
+    expert_b = sms * imbalance * grads + sort + r.expert * (exp + sort)
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)
     backward = sms * (g.dgrad_s + head + attention_b) + traffic.backward * per_element
@@ -331,6 +341,8 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
         recompute_s=recompute,
         attention_forward_s=sms * attention_f,
         dense_efficiency=share,
+        expert_forward_s=exp + sort,
+        expert_backward_s=expert_b,
     )
 
 
