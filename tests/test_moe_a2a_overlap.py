@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from explorer.comm import CommAssumptions, StageContext, place_groups
-from explorer.comm.model_parallel import ep_collectives
+from explorer.comm.model_parallel import ep_collectives, paired_share
 from explorer.compute import ComputeContext, PassTimes, pass_times, stage_work
 from explorer.precision import precision_policy
 from explorer.presets import load_cluster, load_model
@@ -124,3 +124,40 @@ def test_the_experts_share_of_each_pass_is_part_of_it() -> None:
         ComputeContext(model=dense, gpu=gpu, layout=Layout(dp=32), workload=workload),
     )
     assert plain.expert_forward_s == 0.0 and plain.expert_backward_s == 0.0
+
+
+def _ctx(layout: Layout, microbatches: int) -> StageContext:
+    return StageContext(
+        model=QWEN3,
+        layout=layout,
+        policy=precision_policy("bf16-mixed"),
+        seq_len=4096,
+        groups=place_groups(H100, layout),
+        assumptions=CommAssumptions(ep_overlap=1.0, ep_overlap_slowdown=0.0),
+        microbatches=microbatches,
+    )
+
+
+def test_paired_share_leaves_out_the_warm_up_of_megatron_interleaved_schedule() -> None:
+    # schedules.py get_pp_rank_microbatches with the A2A overlap: PP8 VP4, 128 micro-batches:
+    # 512 chunks a rank; rank r warms up 2 (7 - r) + 3 x 8 + 1 forwards: 39 on rank 0, 25 on
+    # rank 7, 32 on the mean; 480 of 512 paired
+    layout = Layout(dp=4, pp=8, ep=4, schedule="interleaved", virtual_stages=4)
+    assert paired_share(_ctx(layout, 128)) == pytest.approx(480 / 512)
+    # no pipeline: the first forward and the last backward alone
+    assert paired_share(_ctx(Layout(dp=32, ep=32), 16)) == pytest.approx(15 / 16)
+    # not known (the search's bounds): all paired
+    assert paired_share(_ctx(layout, 0)) == 1.0
+    # fewer chunks than a warm-up: nothing pairs
+    assert paired_share(_ctx(layout, 1)) == 0.0
+
+
+def test_unpaired_chunks_expose_their_share_of_every_call() -> None:
+    work = stage_work(QWEN3, tuple(range(LAYERS)), 4096, False, False)
+    known = ep_collectives(work, PASSES, _ctx(LAYOUT, 16))
+    unknown = ep_collectives(work, PASSES, _ctx(LAYOUT, 0))
+    for a, b in zip(known, unknown, strict=True):
+        # 1 of 16 micro-batches unpaired: a sixteenth of each call can never hide, and the
+        # rest hides behind 15/16 of its window
+        assert a.hidden_s == pytest.approx(min(a.time_s * 15 / 16, b.hidden_s * 15 / 16))
+        assert a.exposed_for(PASSES) == pytest.approx(a.exposed_s)

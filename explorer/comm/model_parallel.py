@@ -15,8 +15,10 @@ from explorer.comm.step import (
     StageContext,
     Window,
     both_ways,
+    hidden_s,
     timed,
     tokens_per_rank,
+    window_s,
 )
 from explorer.compute import PassTimes, StageWork
 
@@ -89,6 +91,9 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
                 ctx, axis="ep", kind="all-to-all", what=what, size_bytes=size, counts=halves,
                 passes=passes, windows=windows, share=share, one_call_s=one,
             )  # fmt: skip
+        paired = paired_share(ctx)
+        if paired < 1.0:  # warm-up forwards and cool-down backwards run alone: exposed
+            calls = [_paired(c, paired, passes) for c in calls]
     else:
         what = ("token dispatch and combine", "their gradients")
         windows = (FORWARD, BACKWARD)
@@ -122,6 +127,38 @@ experts' backward, the forward combine behind the rest of the backward, the comb
 behind the forward outside the experts, the dispatch's gradient behind the experts' forward;
 each phase lasts the longer of its two. Source: Megatron-Core
 megatron/core/models/common/model_chunk_schedule_plan.py (TransformerLayerSchedulePlan.run)."""
+
+
+def paired_share(ctx: StageContext) -> float:
+    """Share of a step's forward (and backward) model chunks that Megatron-Core's 1F1B A2A
+    overlap runs paired with another micro-batch's backward (forward): all but the warm-up
+    forwards and the cool-down backwards, which run alone.
+
+    Ledger, with M micro-batches, p pipeline ranks and v model chunks each: the interleaved
+    schedule runs M v chunks per rank, of which min(M v, 2 (p - 1 - r) + (v - 1) p + 1)
+    forwards on rank r warm up (one more than without the overlap, so that each paired
+    forward and backward are independent; the micro-batch group per virtual stage is p, the
+    default), as many backwards cool down; taken at the mean over the ranks. Without a
+    pipeline the first forward and the last backward run alone: (M - 1) / M. 1 where M is not
+    known (``StageContext.microbatches`` 0). Source: Megatron-Core
+    megatron/core/pipeline_parallel/schedules.py (get_pp_rank_microbatches, the combined 1F1B
+    path of forward_backward_pipelining_with_interleaving; combined_1f1b.py for p = 1)."""
+    m, p, v = ctx.microbatches, ctx.layout.pp, ctx.layout.virtual_stages
+    if m <= 0:
+        return 1.0
+    if p == 1:
+        return (m - 1) / m
+    total = m * v
+    warmup = sum(min(total, 2 * (p - 1 - r) + (v - 1) * p + 1) for r in range(p)) / p
+    return 1.0 - warmup / total
+
+
+def _paired(call: Collective, paired: float, passes: PassTimes) -> Collective:
+    """``call`` with only its ``paired`` share hidden (behind that share of its window): the
+    rest, the unpaired chunks' calls, stays exposed."""
+    share, floor = call.share * paired, 1.0 - paired
+    hidden = hidden_s(call.time_s, floor * call.time_s, share, window_s(call.window, passes))
+    return replace(call, share=share, floor_share=floor, hidden_s=hidden)
 
 
 def ep_contention(ctx: StageContext) -> float:

@@ -249,6 +249,9 @@ class StageContext:
     assumptions: CommAssumptions
     moe_imbalance: float = 1.0
     """Busiest EP rank's tokens over the mean."""
+    microbatches: int = 0
+    """Micro-batches per step on one pipeline (explorer.comm.model_parallel.paired_share); 0:
+    not known, every micro-batch counted as paired (the search's bounds: a lower bound)."""
 
 
 def hidden_s(time_s: float, floor_s: float, overlap: float, window_s: float) -> float:

@@ -141,6 +141,7 @@ def stage_context(
         groups=place_groups(cluster, layout),
         assumptions=assumptions.comm,
         moe_imbalance=expert_load(model, assumptions.memory),
+        microbatches=workload.global_batch_size // (layout.dp * layout.micro_batch_size),
     )
 
 
