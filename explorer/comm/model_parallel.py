@@ -5,13 +5,14 @@ Sources per function; the overview is in ``explorer.comm.step``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from explorer.comm.collectives import CollectiveKind, collective_s, deduplicated_all_to_all_s
 from explorer.comm.step import (
     BACKWARD,
     FORWARD,
     Collective,
+    PhasedCollective,
     StageContext,
     Window,
     both_ways,
@@ -94,6 +95,7 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
         paired = paired_share(ctx)
         if paired < 1.0:  # warm-up forwards and cool-down backwards run alone: exposed
             calls = [_paired(c, paired, passes) for c in calls]
+        calls = [PhasedCollective(**{f.name: getattr(c, f.name) for f in fields(c)}) for c in calls]
     else:
         what = ("token dispatch and combine", "their gradients")
         windows = (FORWARD, BACKWARD)

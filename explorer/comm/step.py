@@ -231,8 +231,21 @@ class Collective:
         t, w = self.time_s, self.window  # hidden_s and window_s inlined: the search's hot path
         window = w[0] * passes.forward_s + w[1] * passes.backward_s
         window += w[2] * passes.attention_forward_s
-        window += w[3] * passes.expert_forward_s + w[4] * passes.expert_backward_s
         hidden = max(0.0, min(t - self.floor_share * t, self.share * window))
+        return t - hidden * (1.0 - self.contention)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhasedCollective(Collective):
+    """A collective whose window also spans the experts' parts of the passes
+    (``Window.expert_forward``, ``expert_backward``): the EP all-to-alls under Megatron-Core's
+    1F1B A2A overlap (explorer.comm.model_parallel). The other collectives keep the plain
+    ``exposed_for``, the search's hot path."""
+
+    def exposed_for(self, passes: PassTimes) -> float:
+        """As ``Collective.exposed_for``, with the experts' parts in the window."""
+        t = self.time_s
+        hidden = max(0.0, min(t - self.floor_share * t, self.share * window_s(self.window, passes)))
         return t - hidden * (1.0 - self.contention)
 
 
