@@ -71,6 +71,10 @@ class ComputeContext:
     """FlashAttention: no s x s scores in HBM (the memory model's switch)."""
     dropout: bool = False
     """Dropout layers present (the memory model's switch)."""
+    fp8_dispatch: bool = False
+    """Routed tokens dispatched in FP8 (the comm model's ``CommAssumptions.fp8_dispatch``): the
+    experts' input cast runs once per token before the dispatch; False, on each of the top-k
+    BF16 copies after it (explorer.compute.kernels.expert_gemms)."""
 
     @property
     def policy(self) -> PrecisionPolicy:
@@ -148,6 +152,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
         bandwidth, a.gemm_efficiency_scale * bf16_share, a.max_efficiency,
         a.grouped_gemm_call_s,
         BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0) * low_share / bf16_share,
+        ctx.fp8_dispatch,
     )  # fmt: skip
 
 
@@ -167,11 +172,12 @@ def _kinds_of(
     cap: float,
     call_s: float = 0.0,
     block_share: float = 1.0,
+    fp8_dispatch: bool = True,
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
-        gemms = tuple(block_gemms(model, layout, seq, moe))
+        gemms = tuple(block_gemms(model, layout, seq, moe, fp8_dispatch))
         return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s, block_share)
 
     dense, _ = timed(False)
