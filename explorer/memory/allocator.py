@@ -194,7 +194,7 @@ def allocator_reserve(
     is the largest phase without the sharded gradients (they live in the reduce-scatter pool)
     and, at the loss backward, with the freed logits' segment.
     """
-    if s.assumptions.framework != "pytorch" or s.assumptions.fsdp_version != 2:
+    if s.assumptions.framework != "pytorch" or s.assumptions.fsdp_version != "fsdp2":
         return ()
     fsdp = is_fsdp2(s)
     gather = gather_pool_bytes(s, plan) if fsdp else 0.0
