@@ -367,6 +367,39 @@ def test_zero3_gathers_twice_and_scatters_once_per_microbatch() -> None:
     ]
 
 
+def test_zero2_reduce_scatters_per_microbatch_without_pp_and_once_a_step_with_it() -> None:
+    # Llama 3 (arXiv:2407.21783) sec. 3.3.2: FSDP with PP synchronizes after each step; a
+    # gradient reduce-scatter per micro-batch stays where no pipeline accumulates over them.
+    def phases(layout: Layout) -> list[tuple[str, str]]:
+        return [(c.kind, c.phase) for c in _collectives(MODEL, layout) if c.axis == "dp"]
+
+    assert phases(Layout(dp=8, zero=2)) == [("reduce-scatter", "backward"), ("all-gather", "step")]
+    assert phases(Layout(dp=8, pp=2, zero=2)) == [
+        ("reduce-scatter", "step"),
+        ("all-gather", "step"),
+    ]
+
+
+def test_zero3_under_pp_gathers_once_hidden_and_scatters_once_exposed_per_step() -> None:
+    # torch.distributed.pipelining: parameters stay unsharded over the micro-batches and the
+    # FSDP post-backward (the reduce-scatters) runs after the last backward's compute.
+    comm = CommAssumptions(links=PERFECT, dp_overlap_slowdown=0.0)
+    found = [c for c in _collectives(MODEL, Layout(dp=8, pp=2, zero=3), comm) if c.axis == "dp"]
+    gather, scatter = found
+    assert [(c.kind, c.phase, c.count) for c in found] == [
+        ("all-gather", "step", 1),
+        ("reduce-scatter", "step", 1),
+    ]
+    assert scatter.exposed_s == pytest.approx(scatter.time_s, rel=REL)
+    # the gather hides behind the first forward (PASSES.forward_s) but for its first block
+    # (1 of the stage's 4): exposed = max(t / 4, t - forward)
+    t = gather.time_s
+    expected = max(t / 4, t - PASSES.forward_s)
+    assert gather.exposed_s == pytest.approx(expected, rel=REL)
+    short = replace(PASSES, forward_s=t / 2)  # a forward half the gather: half stays exposed
+    assert gather.exposed_for(short) == pytest.approx(t / 2, rel=REL)
+
+
 def test_ring_context_parallel_sends_cp_minus_one_hops_per_layer() -> None:
     found = [c for c in _collectives(MODEL, Layout(cp=4)) if c.axis == "cp"]
     forward, backward = found

@@ -25,6 +25,7 @@ from explorer.specs import (
     RECOMPUTE_MODULES,
     ClusterSpec,
     Fp8Recipe,
+    GpuSpec,
     Layout,
     ModelSpec,
     Precision,
@@ -176,7 +177,24 @@ def _cluster(run: PublishedRun) -> ClusterSpec:
         gpu = replace(gpu, memory_bytes=int(run.gpu_memory_gb * 1e9))
     if run.gpu_hbm_tb_per_s is not None:
         gpu = replace(gpu, hbm_bytes_per_s=run.gpu_hbm_tb_per_s * 1e12)
+    if run.gpu_bf16_tflops is not None:
+        gpu = with_bf16_peak(gpu, run.gpu_bf16_tflops * 1e12)
     return replace(cluster, gpu=gpu)
+
+
+def with_bf16_peak(gpu: GpuSpec, bf16_flops_per_s: float) -> GpuSpec:
+    """``gpu`` at another dense BF16 peak, its FP8 and TF32 peaks scaled alike: a lower
+    sustained clock (a power limit, another SKU of the same die) slows every tensor-core format
+    by the same factor, and the GEMM and attention figures, shares of the peak
+    (explorer.compute.gemm, explorer.compute.attention), follow it."""
+    scale = bf16_flops_per_s / gpu.bf16_flops_per_s
+    return replace(
+        gpu,
+        bf16_flops_per_s=bf16_flops_per_s,
+        fp8_flops_per_s=gpu.fp8_flops_per_s * scale if gpu.fp8_flops_per_s else None,
+        tf32_flops_per_s=gpu.tf32_flops_per_s * scale if gpu.tf32_flops_per_s else None,
+        fp4_flops_per_s=gpu.fp4_flops_per_s * scale if gpu.fp4_flops_per_s else None,
+    )
 
 
 TE_FP8_ELEMENT_BYTES: Final = {
@@ -294,7 +312,10 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         **_dispatch_and_graphs(run),
     )
     comm = replace(
-        base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
+        base.comm,
+        ep_domain_dedup=run.ep_dispatcher != "alltoall",
+        fp8_dispatch=run.fp8_dispatch,
+        cp_comm=run.cp_comm,
     )
     compute = replace(
         base.compute,
