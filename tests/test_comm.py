@@ -330,6 +330,23 @@ def test_full_recompute_repeats_the_forward_tp_collectives_in_backward() -> None
     assert backward[0].count == 16
 
 
+def test_op_level_sac_regathers_the_sequence_parallel_inputs_in_backward() -> None:
+    # torchtitan's op SAC saves reduce_scatter_tensor but not all_gather_into_tensor: the 2
+    # all-gathers per block (4 blocks here) run again in the backward, the scatters do not
+    def backward(layout: Layout) -> dict[str, float]:
+        found = _collectives(MODEL, layout)
+        return {c.kind: c.count for c in found if c.axis == "tp" and c.phase == "backward"}
+
+    assert backward(Layout(tp=8, recompute="selective")) == {
+        "all-gather": 8,
+        "reduce-scatter": 8,
+    }
+    assert backward(Layout(tp=8, recompute="selective", recompute_ops=True)) == {
+        "all-gather": 16,
+        "reduce-scatter": 8,
+    }
+
+
 def test_tp_is_exposed_by_default_and_hidden_with_tp_overlap() -> None:
     layout = Layout(tp=8)
     exposed = sum(c.exposed_s for c in _collectives(MODEL, layout) if c.axis == "tp")
