@@ -22,7 +22,11 @@ Per micro-batch (phase ``forward`` / ``backward``, added to the stage's pass tim
   Megatron-LM's 1F1B exchanges are blocking (send_forward_recv_backward), so exposed.
 - ZeRO-2: reduce-scatter of each micro-batch's gradients; ZeRO-3 / FSDP: all-gather of the
   parameters in forward and again in backward, reduce-scatter of gradients, prefetched one
-  block ahead (Zhao et al. 2023, PyTorch FSDP, arXiv:2304.11277, sec. 3.3).
+  block ahead (Zhao et al. 2023, PyTorch FSDP, arXiv:2304.11277, sec. 3.3). Under pipeline
+  parallelism the gradients accumulate over the micro-batches and are reduced once a step:
+  ZeRO-2 as ZeRO-1 below (Llama 3, arXiv:2407.21783, sec. 3.3.2), ZeRO-3 gathering once in
+  the first forward and reduce-scattering after the last backward (torch.distributed.pipelining
+  stage.py; explorer.comm.data_parallel).
 Per step (phase ``step``, after the pipeline):
 - DP (ZeRO 0): all-reduce of the gradients, bucketed and overlapped with the last
   micro-batch's backward except the last bucket (Li et al. 2020, PyTorch DDP,
