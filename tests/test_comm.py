@@ -397,11 +397,34 @@ def test_zero2_reduce_scatters_per_microbatch_without_pp_and_once_a_step_with_it
     ]
 
 
+def test_backward_post_prefetch_exposes_the_backward_gather_and_frees_the_scatter() -> None:
+    # BACKWARD_POST issues the next unit's all-gather after the current unit's gradients: the
+    # gather waits in full; the reduce-scatter hides behind the whole backward (PASSES: 2 s)
+    def calls(prefetch: str) -> list:
+        comm = CommAssumptions(links=PERFECT, dp_overlap_slowdown=0.0,
+                               fsdp_backward_prefetch=prefetch)  # type: ignore[arg-type]  # fmt: skip
+        return [c for c in _collectives(MODEL, Layout(dp=8, zero=3), comm) if c.axis == "dp"]
+
+    _, gather, scatter = calls("post")
+    assert gather.exposed_s == pytest.approx(gather.time_s, rel=REL)
+    t = scatter.time_s
+    short = replace(PASSES, backward_input_s=t / 4, weight_s=t / 4)  # a backward of t / 2
+    assert scatter.exposed_for(short) == pytest.approx(t / 2, rel=REL)
+    _, pre_gather, pre_scatter = calls("pre")
+    assert pre_gather.exposed_s < gather.exposed_s
+    assert pre_scatter.exposed_for(short) == pytest.approx(t - t / 4, rel=REL)  # half of it
+    with pytest.raises(ValueError, match="fsdp_backward_prefetch"):
+        CommAssumptions(fsdp_backward_prefetch="later")  # type: ignore[arg-type]
+
+
 def test_zero3_under_pp_gathers_once_hidden_and_scatters_once_exposed_per_step() -> None:
     # torch.distributed.pipelining: parameters stay unsharded over the micro-batches and the
-    # FSDP post-backward (the reduce-scatters) runs after the last backward's compute.
+    # FSDP post-backward (the reduce-scatters) runs after the last backward's compute
     comm = CommAssumptions(links=PERFECT, dp_overlap_slowdown=0.0)
-    found = [c for c in _collectives(MODEL, Layout(dp=8, pp=2, zero=3), comm) if c.axis == "dp"]
+    layout = Layout(dp=8, pp=2, zero=3)
+    work = stage_work(MODEL, tuple(range(4)), 4096, False, False)
+    ctx = replace(_context(MODEL, layout, comm), pipeline_keeps_unsharded=True)
+    found = [c for c in stage_collectives(work, PASSES, ctx) if c.axis == "dp"]
     gather, scatter = found
     assert [(c.kind, c.phase, c.count) for c in found] == [
         ("all-gather", "step", 1),
@@ -415,6 +438,9 @@ def test_zero3_under_pp_gathers_once_hidden_and_scatters_once_exposed_per_step()
     assert gather.exposed_s == pytest.approx(expected, rel=REL)
     short = replace(PASSES, forward_s=t / 2)  # a forward half the gather: half stays exposed
     assert gather.exposed_for(short) == pytest.approx(t / 2, rel=REL)
+    # Megatron (the memory model's megatron behaviour) reshards per micro-batch under PP
+    megatron = [c for c in _collectives(MODEL, layout, comm) if c.axis == "dp"]
+    assert [c.phase for c in megatron] == ["forward", "backward", "backward"]
 
 
 def test_ring_context_parallel_sends_cp_minus_one_hops_per_layer() -> None:

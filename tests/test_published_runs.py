@@ -211,6 +211,23 @@ def test_llama3_context_parallel_row_runs_the_papers_all_gather_exchange():
     assert megatron.assumptions.comm.cp_comm == "p2p"
 
 
+def test_pipelined_fsdp2_runs_gather_and_reduce_once_a_step_as_their_memory_keeps_them():
+    s = scenario(_with("torchtitan-2412-h100-llama31-405b-3d-1f1b"))
+    result = estimate(s.model, s.cluster, s.layout, s.workload, s.assumptions)
+    calls = [c for stage in result.stages for c in stage.collectives if c.axis == "dp"]
+    assert {(c.kind, c.phase) for c in calls} == {
+        ("all-gather", "step"),
+        ("reduce-scatter", "step"),
+    }
+
+
+def test_llm_foundry_runs_prefetch_fsdp_gathers_after_the_gradients_as_composer_does():
+    composer = scenario(_with("llmfoundry-h100-mpt-30b-8192-8gpu"))
+    assert composer.assumptions.comm.fsdp_backward_prefetch == "post"
+    titan = scenario(_with("torchtitan-2412-h100-llama31-8b-fsdp8"))
+    assert titan.assumptions.comm.fsdp_backward_prefetch == "pre"
+
+
 def test_forced_balance_and_deepep_describe_the_run_not_a_fit():
     s = scenario(_with("mbridge-25.09-h100-deepseek-v3"))
     assert s.assumptions.memory.moe_imbalance == 1.0

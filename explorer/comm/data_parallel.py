@@ -92,20 +92,26 @@ def _zero3(
 ) -> list[Collective]:
     """ZeRO 3 / FSDP: per micro-batch, gather parameters for forward and for backward and
     reduce-scatter gradients, each prefetched a block ahead (the first block's is exposed);
-    the backward's gather and scatter share its compute. Under pipeline parallelism, once per
-    step (``_zero3_pipelined``)."""
+    the backward's gather and scatter share its compute, or, with BACKWARD_POST prefetching
+    (CommAssumptions.fsdp_backward_prefetch), the gather is exposed and the scatter has the
+    backward to itself. Under pipeline parallelism, once per step where the stack keeps the
+    stage unsharded over the micro-batches (StageContext.pipeline_keeps_unsharded,
+    ``_zero3_pipelined``)."""
     floor = 1.0 / max(1, work.num_layers)
     weights, grads = params * ctx.policy.param_bytes, params * ctx.policy.grad_bytes
-    if ctx.layout.pp > 1:
+    if ctx.layout.pp > 1 and ctx.pipeline_keeps_unsharded:
         return _zero3_pipelined(group, weights, grads, label, passes, floor, ctx)
     forward, half_backward = (FORWARD, floor), (Window(backward=0.5), floor)
+    gather, scatter = half_backward, half_backward
+    if ctx.assumptions.fsdp_backward_prefetch == "post":  # the gather waits for the gradients
+        gather, scatter = (NO_WINDOW, 1.0), (BACKWARD, floor)
     return [
         _on(ctx, group, "all-gather", f"{label} parameters", "forward", weights, passes,
             forward),
         _on(ctx, group, "all-gather", f"{label} parameters", "backward", weights, passes,
-            half_backward),
+            gather),
         _on(ctx, group, "reduce-scatter", f"{label} gradients", "backward", grads, passes,
-            half_backward),
+            scatter),
     ]  # fmt: skip
 
 

@@ -56,6 +56,7 @@ from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 
 Phase = Literal["forward", "backward", "step"]
 CpComm = Literal["p2p", "all-gather", "all-to-all"]
+FsdpPrefetch = Literal["pre", "post"]
 
 
 class Window(NamedTuple):
@@ -152,6 +153,16 @@ class CommAssumptions:
     MI210s; the mean of their cases, not measured on the published runs (an assumption).
     0 models free overlap."""
 
+    fsdp_backward_prefetch: FsdpPrefetch = "pre"
+    """When ZeRO-3 / FSDP issues the next unit's all-gather in the backward: "pre", before the
+    current unit's gradient computation (FSDP1 BackwardPrefetch.BACKWARD_PRE, FSDP2's
+    prefetch), so it hides behind it; "post", after it (BACKWARD_POST), so the next unit's
+    gradients wait for their gather: exposed, while the reduce-scatter hides behind the next
+    unit's gradients. Source: PyTorch torch/distributed/fsdp/api.py BackwardPrefetch;
+    _runtime_utils.py _post_backward_hook (the prefetch is issued before the reduce-scatter).
+    Composer (LLM Foundry's trainer) defaults to BACKWARD_POST (composer/trainer/
+    dist_strategy.py, fsdp_config.get('backward_prefetch', 'BACKWARD_POST'))."""
+
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "cp", "ep", "dualpipe_ep", "pp"):
             value = getattr(self, f"{name}_overlap")
@@ -163,6 +174,10 @@ class CommAssumptions:
             )
         if self.dp_bucket_params <= 0:
             raise ValueError(f"dp_bucket_params must be positive, got {self.dp_bucket_params}")
+        if self.fsdp_backward_prefetch not in ("pre", "post"):
+            raise ValueError(
+                f"fsdp_backward_prefetch must be pre or post, got {self.fsdp_backward_prefetch!r}"
+            )
         if self.cp_comm not in ("p2p", "all-gather", "all-to-all"):
             raise ValueError(f"cp_comm must be p2p, all-gather or all-to-all, got {self.cp_comm!r}")
 
@@ -229,6 +244,11 @@ class StageContext:
     assumptions: CommAssumptions
     moe_imbalance: float = 1.0
     """Busiest EP rank's tokens over the mean."""
+    pipeline_keeps_unsharded: bool = False
+    """ZeRO-3 under pipeline parallelism keeps the stage's weights gathered and its gradients
+    unsharded over the micro-batches (the memory model's framework behaviour of that name,
+    explorer.memory.frameworks: PyTorch's torch.distributed.pipelining yes, Megatron no), so
+    its collectives run once a step (explorer.comm.data_parallel)."""
 
 
 def hidden_s(time_s: float, floor_s: float, overlap: float, window_s: float) -> float:

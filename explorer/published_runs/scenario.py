@@ -316,6 +316,7 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         ep_domain_dedup=run.ep_dispatcher != "alltoall",
         fp8_dispatch=run.fp8_dispatch,
         cp_comm=run.cp_comm,
+        fsdp_backward_prefetch="post" if run.framework == "LLM Foundry" else "pre",
     )
     compute = replace(
         base.compute,
