@@ -384,17 +384,16 @@ def test_zero3_gathers_twice_and_scatters_once_per_microbatch() -> None:
     ]
 
 
-def test_zero2_reduce_scatters_per_microbatch_without_pp_and_once_a_step_with_it() -> None:
-    # Llama 3 (arXiv:2407.21783) sec. 3.3.2: FSDP with PP synchronizes after each step; a
-    # gradient reduce-scatter per micro-batch stays where no pipeline accumulates over them.
-    def phases(layout: Layout) -> list[tuple[str, str]]:
-        return [(c.kind, c.phase) for c in _collectives(MODEL, layout) if c.axis == "dp"]
+def test_zero2_reduce_scatters_per_microbatch_unless_the_stack_accumulates_first() -> None:
+    # FSDP SHARD_GRAD_OP / DeepSpeed ZeRO-2: a reduce-scatter per micro-batch; Llama 3
+    # (arXiv:2407.21783) sec. 3.3.2-3.3.4: accumulate, then reduce once a step
+    def phases(layout: Layout, per_step: bool) -> list[tuple[str, str]]:
+        comm = CommAssumptions(zero2_grad_sync_per_step=per_step)
+        return [(c.kind, c.phase) for c in _collectives(MODEL, layout, comm) if c.axis == "dp"]
 
-    assert phases(Layout(dp=8, zero=2)) == [("reduce-scatter", "backward"), ("all-gather", "step")]
-    assert phases(Layout(dp=8, pp=2, zero=2)) == [
-        ("reduce-scatter", "step"),
-        ("all-gather", "step"),
-    ]
+    for layout in (Layout(dp=8, zero=2), Layout(dp=8, pp=2, zero=2)):
+        assert phases(layout, False) == [("reduce-scatter", "backward"), ("all-gather", "step")]
+        assert phases(layout, True) == [("reduce-scatter", "step"), ("all-gather", "step")]
 
 
 def test_backward_post_prefetch_exposes_the_backward_gather_and_frees_the_scatter() -> None:

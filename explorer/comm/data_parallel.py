@@ -74,10 +74,12 @@ def _ddp(
 def _zero12(
     group: str, params: float, label: str, passes: PassTimes, ctx: StageContext
 ) -> list[Collective]:
-    """ZeRO 1/2: gradient reduce-scatter (per step, or per micro-batch under ZeRO-2 without
-    pipeline parallelism) and a parameter all-gather per step behind the next forward."""
+    """ZeRO 1/2: gradient reduce-scatter (per step, or per micro-batch under ZeRO-2 unless
+    the stack accumulates first: CommAssumptions.zero2_grad_sync_per_step) and a parameter
+    all-gather per step behind the next forward."""
     floor = _bucket_floor(params, ctx)
-    phase: Phase = "backward" if ctx.layout.zero == 2 and ctx.layout.pp == 1 else "step"
+    per_microbatch = ctx.layout.zero == 2 and not ctx.assumptions.zero2_grad_sync_per_step
+    phase: Phase = "backward" if per_microbatch else "step"
     grads, weights = params * ctx.policy.grad_bytes, params * ctx.policy.param_bytes
     return [
         _on(ctx, group, "reduce-scatter", f"{label} gradients", phase, grads, passes,

@@ -22,11 +22,11 @@ Per micro-batch (phase ``forward`` / ``backward``, added to the stage's pass tim
   Megatron-LM's 1F1B exchanges are blocking (send_forward_recv_backward), so exposed.
 - ZeRO-2: reduce-scatter of each micro-batch's gradients; ZeRO-3 / FSDP: all-gather of the
   parameters in forward and again in backward, reduce-scatter of gradients, prefetched one
-  block ahead (Zhao et al. 2023, PyTorch FSDP, arXiv:2304.11277, sec. 3.3). Under pipeline
-  parallelism the gradients accumulate over the micro-batches and are reduced once a step:
-  ZeRO-2 as ZeRO-1 below (Llama 3, arXiv:2407.21783, sec. 3.3.2), ZeRO-3 gathering once in
-  the first forward and reduce-scattering after the last backward (torch.distributed.pipelining
-  stage.py; explorer.comm.data_parallel).
+  block ahead (Zhao et al. 2023, PyTorch FSDP, arXiv:2304.11277, sec. 3.3). Where the stack
+  accumulates gradients over the micro-batches they are reduced once a step: ZeRO-2 as ZeRO-1
+  below (Llama 3, arXiv:2407.21783, sec. 3.3.2; CommAssumptions.zero2_grad_sync_per_step),
+  ZeRO-3 under a torch.distributed.pipelining schedule gathering once in the first forward and
+  reduce-scattering after the last backward (explorer.comm.data_parallel).
 Per step (phase ``step``, after the pipeline):
 - DP (ZeRO 0): all-reduce of the gradients, bucketed and overlapped with the last
   micro-batch's backward except the last bucket (Li et al. 2020, PyTorch DDP,
@@ -162,6 +162,14 @@ class CommAssumptions:
     _runtime_utils.py _post_backward_hook (the prefetch is issued before the reduce-scatter).
     Composer (LLM Foundry's trainer) defaults to BACKWARD_POST (composer/trainer/
     dist_strategy.py, fsdp_config.get('backward_prefetch', 'BACKWARD_POST'))."""
+
+    zero2_grad_sync_per_step: bool = False
+    """ZeRO-2 accumulates the gradients over the micro-batches and reduce-scatters them once a
+    step, behind the last backward (Llama 3's FSDP: arXiv:2407.21783 sec. 3.3.2, data
+    parallelism "synchronizes after each training step", and sec. 3.3.4, FP32 gradient
+    accumulation over micro-batches, then an FP32 reduce-scatter). False: a reduce-scatter per
+    micro-batch inside its backward, as PyTorch FSDP SHARD_GRAD_OP (the post-backward final
+    callback waits for it) and DeepSpeed ZeRO-2 run it."""
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "cp", "ep", "dualpipe_ep", "pp"):

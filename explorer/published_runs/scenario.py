@@ -285,6 +285,12 @@ def _dispatch_and_graphs(run: PublishedRun) -> dict[str, Any]:
     return fields
 
 
+STEP_GRAD_SYNC_FRAMEWORKS: Final = ("Meta (Llama 3 paper)",)
+"""Stacks whose sharded data parallelism accumulates gradients over the micro-batches and
+reduce-scatters once a step (CommAssumptions.zero2_grad_sync_per_step). Source: Llama 3 paper
+(arXiv:2407.21783) sec. 3.3.2 (FSDP "synchronizes after each training step") and sec. 3.3.4
+(FP32 gradient accumulation over micro-batches, FP32 reduce-scatter)."""
+
 DEEPEP_SMS: Final = 20
 """SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
 Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2 (20 of the H800's 132 SMs)."""
@@ -317,6 +323,7 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         fp8_dispatch=run.fp8_dispatch,
         cp_comm=run.cp_comm,
         fsdp_backward_prefetch="post" if run.framework == "LLM Foundry" else "pre",
+        zero2_grad_sync_per_step=run.framework in STEP_GRAD_SYNC_FRAMEWORKS,
     )
     compute = replace(
         base.compute,
