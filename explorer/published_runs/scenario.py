@@ -164,6 +164,11 @@ def _unmodelled(run: PublishedRun) -> tuple[str, ...]:
         (partial_graphs, f"CUDA graphs ({run.cuda_graphs})"),
         (run.torch_compile and run.framework != "torchtitan", "torch.compile"),
         (run.async_tp, "async TP"),
+        (
+            run.framework == "torchtitan" and run.tp > 1 and run.precision in FP8_RECIPE_OF,
+            "float8 TP all-gathers (torchao Float8ColwiseParallel / PrepareFloat8ModuleInput "
+            "gather the float8 input: the core gathers, and copies, 2 bytes per element)",
+        ),
     )
     return tuple(words for on, words in flags if on)
 
