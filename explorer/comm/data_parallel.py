@@ -127,11 +127,12 @@ def _zero3_pipelined(
     ctx: StageContext,
 ) -> list[Collective]:
     """ZeRO 3 / FSDP2 under a pipeline schedule: the parameters are gathered once, in the
-    first micro-batch's forward, and kept unsharded over the micro-batches; the gradients
-    accumulate and are reduce-scattered once, behind the last micro-batch's backward (each
-    prefetched or issued a block at a time: the first / last block's is exposed). Source:
-    torch.distributed.pipelining stage.py backward_maybe_with_nosync (FSDP modules: gradient
-    sync and reshard only on the last backward); torchtitan parallelize_llama.py apply_fsdp
+    first micro-batch's forward (prefetched a block at a time: the first block's is exposed),
+    and kept unsharded over the micro-batches; the gradients accumulate and are
+    reduce-scattered once, after the last micro-batch's backward has finished: exposed.
+    Source: torch.distributed.pipelining stage.py backward_maybe_with_nosync (FSDP modules:
+    gradient sync and reshard only on the last backward, whose post-backward the stage calls
+    by hand once that backward is done); torchtitan parallelize_llama.py apply_fsdp
     (reshard_after_forward False when PP is on); the same rule as the compute side's
     explorer.compute.framework.fsdp_copies_per_microbatch."""
     return [
