@@ -284,3 +284,46 @@ def utilisation(
     Source: Chowdhery et al. 2022 (PaLM) appendix B.
     """
     return flops_per_token * tokens_per_s / (num_gpus * peak_flops_per_s)
+
+
+def decode_keys_read(model: ModelSpec, index: int, context: int) -> float:
+    """Keys the attention of block ``index`` reads for one decode token whose context (itself
+    included) is ``context`` tokens: all of them under full attention, min(context, w) with a
+    sliding window of w, its position inside the current chunk with chunked attention
+    ((context - 1) mod c + 1), at most index_topk under DeepSeek Sparse Attention; 0 for a block
+    that keeps no KV cache (Mamba2, MLP-only, Gated DeltaNet).
+
+    Source: Mistral 7B (arXiv:2310.06825) sec. 2 (rolling buffer of w keys); transformers
+    Llama4TextAttention (attention_chunk_size); DeepSeek-V3.2-Exp report sec. 2.1 (top-k
+    selection of 2048 keys per query).
+    """
+    if context < 1:
+        raise ValueError(f"context must be at least 1 token, got {context!r}")
+    if not model.holds_kv(index):
+        return 0.0
+    keys = float(context)
+    window = model.attention_window(index)
+    if window is not None:
+        keys = float((context - 1) % window + 1) if model.chunked_attention else min(keys, window)
+    if model.index_topk is not None:
+        keys = min(keys, float(model.index_topk))
+    return keys
+
+
+def decode_context(model: ModelSpec, layers: tuple[int, ...], context: int) -> float:
+    """The mean keys a decode token reads per KV-holding block of ``layers`` (``context`` under
+    full attention everywhere; less with sliding windows, chunks or top-k selection); 0 when no
+    block of ``layers`` keeps a KV cache. A serving time model that charges attention as
+    per-key FLOPs x context charges the windows it applies by using this instead of context.
+    DeepSeek-V3.2's indexer still scores every key (``indexer_flops_per_key``)."""
+    held = [i for i in layers if model.holds_kv(i)]
+    if not held:
+        return 0.0
+    return sum(decode_keys_read(model, i, context) for i in held) / len(held)
+
+
+def indexer_flops_per_key(model: ModelSpec) -> float:
+    """Forward FLOPs of DeepSeek-V3.2's lightning indexer per query and key, one block: its
+    index_n_heads dot products of index_head_dim (0 without an indexer). Source: DeepSeek-V3.2-Exp
+    report sec. 2.1 (eq. 1: I_ts = sum_j w_tj ReLU(q_tj . k_s))."""
+    return 2.0 * model.index_n_heads * model.index_head_dim if model.index_topk else 0.0

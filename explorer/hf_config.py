@@ -2,9 +2,11 @@
 
 Supported architectures (the first entry of ``architectures`` that we know, else ``model_type``):
 Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, DeepSeek-V3 (and models that reuse
-it, such as Kimi K2) and GPT-2. Fields that set the model's size (widths, layers, heads, vocabulary,
-expert and latent widths) must be present; other fields take transformers' defaults for the
-architecture. Unknown keys are ignored: configs carry many fields we do not use.
+it, such as Kimi K2) and GPT-2; Gemma 2 and 3, Phi-3 / Phi-4, Phi-3.5-MoE, Nemotron-4, BLOOM,
+MPT, DeepSeek-V2 and V3.2, GLM-4.5, Llama 4, gpt-oss, Qwen3-Next and Nemotron-H (``ARCHITECTURES``
+below; the sources are in each class). Fields that set the model's size (widths, layers,
+heads, vocabulary, expert and latent widths) must be present; other fields take transformers'
+defaults for the architecture. Unknown keys are ignored: configs carry many fields we do not use.
 
 Source: the ``configuration_*.py`` and ``modeling_*.py`` files of huggingface/transformers
 (models/llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v3, gpt2).
@@ -387,18 +389,41 @@ class _PhiMoe(_Phi3):
         }
 
 
-class _Qwen2Windowed(_Qwen2, _Windowed):
-    """Qwen2 with ``use_sliding_window``: blocks from max_window_layers on are windowed
-    (transformers Qwen2Config: sliding when use_sliding_window and i >= max_window_layers)."""
+class _QwenWindow(_Windowed):
+    """Qwen2 / Qwen3 ``use_sliding_window``: blocks from max_window_layers on are windowed
+    (transformers Qwen2Config and Qwen3Config: sliding when use_sliding_window and
+    i >= max_window_layers, unless layer_types lists the blocks)."""
 
     use_sliding_window: Flag = False
     max_window_layers: Count = 28
 
-    def spec_fields(self) -> dict[str, Any]:
+    def qwen_window_fields(self, num_layers: int) -> dict[str, Any]:
         if not self.use_sliding_window:
-            return super().spec_fields()
-        default = tuple(range(self.max_window_layers, self.num_hidden_layers))
-        return super().spec_fields() | self.window_fields(self.num_hidden_layers, default)
+            return {}
+        default = tuple(range(self.max_window_layers, num_layers))
+        return self.window_fields(num_layers, default)
+
+
+class _Qwen2Windowed(_Qwen2, _QwenWindow):
+    """Qwen2ForCausalLM (Qwen2, Qwen2.5) with its sliding window where configured."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.qwen_window_fields(self.num_hidden_layers)
+
+
+class _Qwen3Windowed(_Qwen3, _QwenWindow):
+    """Qwen3ForCausalLM with its sliding window where configured (released Qwen3 configs set
+    use_sliding_window false)."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.qwen_window_fields(self.num_hidden_layers)
+
+
+class _Qwen3MoeWindowed(_Qwen3Moe, _QwenWindow):
+    """Qwen3MoeForCausalLM with its sliding window where configured."""
+
+    def spec_fields(self) -> dict[str, Any]:
+        return super().spec_fields() | self.qwen_window_fields(self.num_hidden_layers)
 
 
 class _MistralWindowed(_Mistral, _Windowed):
@@ -867,8 +892,8 @@ ARCHITECTURES: Mapping[str, type[_Config]] = MappingProxyType(
         "MixtralForCausalLM": _Mixtral,
         "Qwen2ForCausalLM": _Qwen2Windowed,
         "Qwen2MoeForCausalLM": _Qwen2Moe,
-        "Qwen3ForCausalLM": _Qwen3,
-        "Qwen3MoeForCausalLM": _Qwen3Moe,
+        "Qwen3ForCausalLM": _Qwen3Windowed,
+        "Qwen3MoeForCausalLM": _Qwen3MoeWindowed,
         "DeepseekV3ForCausalLM": _DeepseekV3,
         "GPT2LMHeadModel": _Gpt2,
         "Gemma2ForCausalLM": _Gemma2,

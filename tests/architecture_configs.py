@@ -190,6 +190,24 @@ NEMOTRON_H_8B: dict[str, Any] = {
     "vocab_size": 131072, "tie_word_embeddings": False, "max_position_embeddings": 8192,
 }  # fmt: skip
 
+# Nemotron-H-47B-Base-8K and -56B-Base-8K: the 8B config with the shapes of NVIDIA-NeMo
+# Megatron-Bridge's NemotronHModelProvider47B / 56B (nemotron_h_provider.py: hybrid_layer_pattern,
+# hidden 8192, FFN 30720 / 32768, 64 query heads, 256 Mamba heads of state 256; 8 KV heads and 8
+# groups, head dim 64 and a 131,072 vocabulary from the provider's base class). NVIDIA's blog
+# (research.nvidia.com/labs/adlr/nemotronh): the 56B has 54 Mamba-2, 54 MLP and 10 attention
+# layers; the 47B model card: five attention layers.
+NEMOTRON_H_47B: dict[str, Any] = NEMOTRON_H_8B | {
+    "hybrid_override_pattern": "M-M-M-M-M-M-M-M-M*-M-M-M-M-M-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-"
+    "M-M-M-M-M-M-M---MM---M-M*-M-M-M-M-M-",
+    "num_hidden_layers": 98, "hidden_size": 8192, "intermediate_size": 30720,
+    "num_attention_heads": 64, "mamba_num_heads": 256, "ssm_state_size": 256,
+}  # fmt: skip
+NEMOTRON_H_56B: dict[str, Any] = NEMOTRON_H_47B | {
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-"
+    "M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "num_hidden_layers": 118, "intermediate_size": 32768,
+}  # fmt: skip
+
 ARCHITECTURE_CONFIGS: tuple[dict[str, Any], ...] = (
     GEMMA2_9B, GEMMA3_1B, GEMMA3_12B, PHI3_MINI, PHI35_MOE, NEMOTRON4_340B, BLOOM_560M,
     MPT_7B, MPT_7B | {"architectures": ["MptForCausalLM"]}, DEEPSEEK_V2, GLM45, LLAMA4_SCOUT,

@@ -4,6 +4,8 @@ KV cache and attention FLOPs, and one-sentence errors naming the field."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 from architecture_configs import (
@@ -26,6 +28,8 @@ from architecture_configs import (
     MPT_7B,
     NEMOTRON4_340B,
     NEMOTRON_H_8B,
+    NEMOTRON_H_47B,
+    NEMOTRON_H_56B,
     PHI3_MINI,
     PHI4,
     PHI35_MOE,
@@ -41,7 +45,10 @@ from explorer.counting import (
 )
 from explorer.flops import (
     block_forward_flops,
+    decode_context,
+    decode_keys_read,
     forward_flops_per_token,
+    indexer_flops_per_key,
     keys_per_query,
     keys_per_query_chunked,
 )
@@ -60,6 +67,8 @@ from explorer.memory.serving_layout import (
 )
 from explorer.presets import load_gpu, load_model
 from explorer.specs import Layout, ServingWorkload
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "models"
 
 # Exact counts: the safetensors parameter count the Hugging Face hub shows for the checkpoint
 # (or the model card's exact figure, BLOOM: "176,247,271,424 parameters").
@@ -174,6 +183,23 @@ def test_qwen2_sliding_window_layers() -> None:
     assert model_from_config(config).window_layers == (6, 7)
     off = model_from_config(config | {"use_sliding_window": False})
     assert off.sliding_window is None
+
+
+def test_qwen3_sliding_window_where_configured() -> None:
+    # Qwen3-32B's published config.json sets use_sliding_window false (the preset: no window);
+    # switched on, blocks from max_window_layers on keep only the window (transformers Qwen3Config).
+    config = json.loads((PRESET_DIR / "qwen3-32b.json").read_text())
+    assert model_from_config(config).sliding_window is None
+    on = config | {"use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 48}
+    model = model_from_config(on)
+    assert model.window_layers == tuple(range(48, 64))
+    per_layer = kv_bytes_per_token_per_layer(model, "bf16")
+    assert per_layer == 2 * 8 * 128 * 2
+    assert kv_cache_bytes_per_sequence(model, "bf16", 32768) == per_layer * (48 * 32768 + 16 * 4096)
+    # Qwen3-MoE reads the same fields
+    moe = json.loads((PRESET_DIR / "qwen3-235b-a22b.json").read_text())
+    moe_on = moe | {"use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 90}
+    assert model_from_config(moe_on).window_layers == (90, 91, 92, 93)
 
 
 @pytest.mark.parametrize(
@@ -334,6 +360,38 @@ def test_qwen3_next_state_and_flops() -> None:
     )
 
 
+def test_qwen3_next_training_activations_of_its_linear_blocks() -> None:
+    from explorer.memory.activations import block_tensors
+    from explorer.memory.assumptions import TrainingAssumptions
+    from explorer.memory.tensors import ActivationShape
+
+    model = model_from_config(QWEN3_NEXT)
+    x = ActivationShape(seq_len=4096, micro_batch_size=1)
+    tensors = block_tensors(model, "moe", x, TrainingAssumptions())
+    by_name = {t.name: t for t in tensors}
+    # One Gated DeltaNet block, bf16 elements a token: norm and in_proj inputs 2 x 2048, conv
+    # input 2 x 2048 + 4096, gate z 4096, beta 32, q and k repeated to 32 value heads 2 x 32 x
+    # 128, v 4096, WY matrix 32 x 64, delta-rule output 4096, out_proj input 4096; fp32: g and
+    # the softplus input 2 x 32, q and k rstd 2 x 32, gated-norm rstd 32.
+    bf16 = 2048 + 2048 + 8192 + 4096 + 32 + 8192 + 4096 + 2048 + 4096 + 4096
+    assert bf16 == 38_944
+    linear = 2 * bf16 + 4 * (64 + 64 + 32)
+    ours = sum(t.bytes for t in tensors if t.name.startswith(("linear-attention", "delta-rule")))
+    ours += sum(by_name[n].bytes for n in ("short-convolution input", "output gate z"))
+    ours += by_name["gated-norm rstd"].bytes
+    assert ours == pytest.approx(4096 * linear * 36 / 48, rel=1e-12)
+    # 12 gated softmax blocks: their K and V (2 heads x 256) and the gate's two tensors
+    # (16 heads x 256 each) weighted by 12 / 48; nothing of theirs on the 36 linear blocks.
+    assert by_name["value"].elements == pytest.approx(4096 * 512 * 12 / 48)
+    gate = by_name["ungated attention output"].bytes + by_name["sigmoid(output gate)"].bytes
+    assert gate == pytest.approx(4096 * 2 * 4096 * 2 * 12 / 48)
+    # TP 2 halves the delta-rule tensors (heads split); the norm input stays (no SP)
+    half = block_tensors(model, "moe", ActivationShape(4096, 1, tp=2), TrainingAssumptions())
+    halved = {t.name: t.bytes for t in half}
+    assert halved["delta-rule v"] == by_name["delta-rule v"].bytes / 2
+    assert halved["linear-attention norm input"] == by_name["linear-attention norm input"].bytes
+
+
 # Nemotron-H-8B by hand from its config.json (transformers NemotronHMamba2Mixer shapes):
 # d_inner = 128 heads x 64 = 8192; B and C 2 x 8 groups x 128 = 2048; conv channels 10240.
 NEMOTRON_H_MAMBA = 4096 * (2 * 8192 + 2048 + 128) + 10240 * (4 + 1) + 3 * 128 + 8192 + 8192 * 4096
@@ -352,6 +410,52 @@ def test_nemotron_h_counts() -> None:
     assert param_counts(model).total == by_hand == 8_100_852_736
     # The model card gives no exact count ("8B"); the hand count rounds to it.
     assert param_counts(model).total == pytest.approx(8e9, rel=0.02)
+
+
+def _nemotron_h_by_hand(h: int, f: int, layers: tuple[int, int, int]) -> int:
+    """Nemotron-H 47B / 56B by hand (transformers NemotronHMamba2Mixer shapes): 256 Mamba heads
+    of 64 (d_inner 16,384), 8 groups of state 256 (B and C 4,096), conv channels 20,480; 64 query
+    heads and 8 KV heads of 128; squared-ReLU MLP; one RMSNorm a block, final norm, untied head."""
+    mamba_blocks, attention_blocks, mlp_blocks = layers
+    inner, bc, heads = 256 * 64, 2 * 8 * 256, 256
+    mamba = h * (2 * inner + bc + heads) + (inner + bc) * (4 + 1) + 3 * heads + inner + inner * h
+    attention = 2 * h * 64 * 128 + 2 * h * 8 * 128
+    mlp = 2 * h * f
+    blocks = mamba_blocks + attention_blocks + mlp_blocks
+    return (
+        mamba_blocks * mamba + attention_blocks * attention + mlp_blocks * mlp
+        + (blocks + 1) * h + 2 * 131072 * h
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "layers", "by_hand", "official"),
+    [
+        # Nemotron-H-47B-Base-8K model card: "47B model parameters", five attention layers.
+        (NEMOTRON_H_47B, (45, 5, 48), 46_791_554_816, 47e9),
+        # Nemotron-H-56B-Base-8K model card: "56B model parameters"; NVIDIA's Nemotron-H page
+        # (research.nvidia.com/labs/adlr/nemotronh): 54 Mamba-2, 54 MLP and 10 attention layers.
+        (NEMOTRON_H_56B, (54, 10, 54), 56_324_350_464, 56e9),
+    ],
+)
+def test_nemotron_h_47b_and_56b_counts(
+    config: dict, layers: tuple[int, int, int], by_hand: int, official: float
+) -> None:
+    model = model_from_config(config)
+    kinds = (len(model.mamba_layers), len(model.attention_only_layers), len(model.ffn_only_layers))
+    assert kinds == layers
+    h, f = config["hidden_size"], config["intermediate_size"]
+    assert param_counts(model).total == _nemotron_h_by_hand(h, f, layers) == by_hand
+    # The model cards give no exact count; the hand count rounds to the published figure.
+    assert param_counts(model).total == pytest.approx(official, abs=0.5e9)
+    # KV cache on the attention blocks only; each Mamba2 block a fixed fp32 state of 256 heads
+    # x 64 x 256 and 3 past inputs of its 20,480 convolution channels (bf16).
+    per_layer = kv_bytes_per_token_per_layer(model, "bf16")
+    assert per_layer == 2 * 8 * 128 * 2
+    state = 256 * 64 * 256 * 4 + 20480 * 3 * 2
+    assert kv_cache_bytes_per_sequence(model, "bf16", 8192) == (
+        layers[1] * 8192 * per_layer + layers[0] * state
+    )
 
 
 def test_nemotron_h_layer_kinds_from_the_pattern() -> None:
@@ -508,3 +612,24 @@ def test_nemotron_h_search_bounds_hold_and_pruning_is_exact() -> None:
     pruned = search(model, cluster, workload, ranked=12, space=space)
     full = search(model, cluster, workload, ranked=None, space=space)
     assert _ranked_keys(pruned.layouts) == _ranked_keys(full.layouts.head(12))
+
+
+def test_decode_reads_only_the_window_chunk_or_top_k() -> None:
+    g3 = model_from_config(GEMMA3_1B)  # 22 local blocks of 512, 4 global
+    assert decode_keys_read(g3, 0, 32768) == 512 and decode_keys_read(g3, 5, 32768) == 32768
+    assert decode_context(g3, tuple(range(26)), 32768) == pytest.approx((22 * 512 + 4 * 32768) / 26)
+    assert decode_context(g3, tuple(range(26)), 300) == 300  # shorter than the window
+    scout = model_from_config(LLAMA4_SCOUT)  # chunks of 8192 on 36 blocks, 12 global
+    # token 8192 + 100 is the 100th of its chunk; global blocks read all 8292 keys
+    assert decode_keys_read(scout, 0, 8292) == 100 and decode_keys_read(scout, 3, 8292) == 8292
+    assert decode_keys_read(scout, 0, 8192) == 8192
+    v32 = model_from_config(DEEPSEEK_V32)  # top-2048 keys; the indexer scores all of them
+    assert decode_context(v32, tuple(range(61)), 32768) == 2048
+    assert decode_context(v32, tuple(range(61)), 1000) == 1000
+    assert indexer_flops_per_key(v32) == 2 * 64 * 128
+    # blocks without a KV cache read nothing
+    nh = model_from_config(NEMOTRON_H_8B)
+    assert decode_keys_read(nh, 0, 4096) == 0 and decode_context(nh, (0, 1, 2), 4096) == 0
+    assert decode_context(nh, (0, 7), 4096) == 4096  # block 7 is attention
+    with pytest.raises(ValueError, match="at least 1 token"):
+        decode_keys_read(g3, 0, 0)

@@ -59,9 +59,9 @@ def test_preset_price_used_and_named() -> None:
     cost = _cost(price=None)
     assert cost.price_per_gpu_hour == H100.price_per_gpu_hour == 3.78
     assert "lambda.ai/pricing" in cost.price_source
+    unpriced = dataclasses.replace(load_gpu("h200"), price_per_gpu_hour=None, price_source="")
     no_price = run_cost(
-        train_tokens=1e9, tokens_per_s=1e5, tokens_per_step=1e6, num_gpus=8,
-        gpu=load_gpu("h200"),
+        train_tokens=1e9, tokens_per_s=1e5, tokens_per_step=1e6, num_gpus=8, gpu=unpriced,
     )  # fmt: skip
     assert no_price.cost_usd is None and "no published price" in no_price.price_source
 
@@ -200,3 +200,78 @@ def test_serve_cost_per_layout(capsys: pytest.CaptureFixture[str]) -> None:
         )
         replicas = -(-50 // (per_replica / 256))
         assert cost["gpus_needed"] == replicas * gpus
+
+
+# Every GPU preset's price per GPU-hour and the page it comes from (presets/gpus/*.toml); a
+# figure that is not a provider's own list price says so in its source.
+GPU_PRICES = {
+    "a100-80g": (2.4984, "modal.com/pricing"),
+    "h100-sxm": (3.78, "lambda.ai/pricing"),
+    "h200": (4.54, "spheron.network"),
+    "b200": (6.03, "spheron.network"),
+    "gb200": (4.54, "$9.08 per Superchip-hour"),  # 2 GPUs a Superchip: 9.08 / 2
+    "mi300x": (1.85, "second-hand"),
+    "h800": (2.0, "assumption, not a list price"),
+}
+
+
+@pytest.mark.parametrize(("gpu_id", "price", "words"), [(k, *v) for k, v in GPU_PRICES.items()])
+def test_every_gpu_preset_has_a_named_price(gpu_id: str, price: float, words: str) -> None:
+    from explorer.presets import gpu_ids
+
+    assert set(GPU_PRICES) == set(gpu_ids())
+    gpu = load_gpu(gpu_id)
+    assert gpu.price_per_gpu_hour == price and words in gpu.price_source
+    # the preset's price is the one a run is charged: 10 GPU-hours cost ten times the price
+    cost = run_cost(train_tokens=3.6e9, tokens_per_s=1e6, tokens_per_step=1e6, num_gpus=10, gpu=gpu)
+    assert cost.gpu_hours == pytest.approx(10.0) and cost.cost_usd == pytest.approx(10 * price)
+
+
+def test_report_cost_section_prices_a_trillion_tokens() -> None:
+    from explorer.report import build_report
+    from explorer.scenario import ClusterInputs, LayoutInputs, ModelRef, Scenario, TrainingInputs
+
+    scenario = Scenario(
+        model=ModelRef(preset="llama-3.1-8b"),
+        training=TrainingInputs(seq_len=4096, global_batch_size=64),
+        cluster=ClusterInputs(gpus_per_node=8, num_nodes=1),
+        layout=LayoutInputs(dp=2, tp=2, pp=2, zero=1, recompute="selective"),
+    )
+    report = build_report(scenario)
+    results = report.results
+    cost, tokens_per_s = results["cost"], results["estimate"]["tokens_per_s"]
+    price = load_gpu("h100-sxm").price_per_gpu_hour  # the scenario's default GPU
+    assert cost["price_per_gpu_hour"] == price == 3.78
+    # 1e12 tokens at the estimate's tokens/s on 8 GPUs; $ = GPU-hours x price; energy at the
+    # 700 W TDP, utilisation 1 and PUE 1.58.
+    time_s = 1e12 / tokens_per_s
+    assert cost["time_s"] == pytest.approx(time_s)
+    assert cost["gpu_hours"] == pytest.approx(8 * time_s / 3600)
+    assert cost["cost_usd"] == pytest.approx(8 * time_s / 3600 * 3.78)
+    per_million = 8 * 3.78 / 3600 / tokens_per_s * 1e6
+    assert cost["cost_per_million_tokens_usd"] == pytest.approx(per_million)
+    assert cost["energy_j"] == pytest.approx(8 * 700 * 1.0 * 1.58 * time_s)
+    # the section's table shows the same figures
+    table = report.section("cost").tables[0].frame.set_index("quantity")["value"]
+    assert table["US$ per trillion tokens"] == pytest.approx(cost["cost_usd"])
+    assert table["days per trillion tokens"] == pytest.approx(time_s / 86400)
+
+
+def test_scaling_page_table_has_a_cost_column() -> None:
+    from explorer.calibration import dgx_a100
+    from explorer.presets import load_model
+    from explorer.scaling import LayoutFamily, scaling_sweep
+    from explorer.specs import TrainingWorkload
+    from explorer.ui.pages.scaling import _table
+
+    sweep = scaling_sweep(
+        "strong", load_model("llama-3.1-8b"), dgx_a100(16), (8, 16),
+        TrainingWorkload(seq_len=2048, global_batch_size=64), LayoutFamily(recomputes=("none",)),
+    )  # fmt: skip
+    table = _table(sweep, 2.5)
+    for _, row in table.iterrows():
+        expected = row["GPUs"] * 2.5 / 3600 / row["tokens/s"] * 1e6
+        assert row["US$ per M tokens"] == pytest.approx(expected)
+    # twice the price, twice the column
+    doubled = _table(sweep, 5.0)["US$ per M tokens"]
+    assert list(doubled) == pytest.approx([2 * c for c in table["US$ per M tokens"]])

@@ -35,3 +35,18 @@ def test_mixtral_8x7b_card_has_two_of_eight_experts_active():
 def test_an_unknown_preset_is_one_sentence():
     with pytest.raises(ValueError, match="no-such-model"):
         preset_card("no-such-model")
+
+
+def test_issue_18_presets_have_cards_with_their_published_figures():
+    maverick = preset_card("llama-4-maverick")
+    # Llama 4 Maverick card: 400B total, 17B active; 128 experts, one routed and one shared
+    # expert per token; chunked attention of 8192; config max_position_embeddings 1,048,576.
+    assert maverick.total_params == pytest.approx(400e9, rel=5e-3)
+    assert maverick.active_params == pytest.approx(17e9, rel=0.015)
+    assert maverick.experts == "128 experts, top-1 + 1 shared"
+    assert (maverick.context_tokens, maverick.sliding_window) == (1_048_576, 8192)
+    # BLOOM's model card gives an exact count, which this tool's count equals
+    bloom = preset_card("bloom")
+    assert bloom.total_params == bloom.official_total_params == 176_247_271_424
+    assert bloom.attention == "MHA, 112 heads"
+    assert preset_card("deepseek-v2").attention == "MLA, 128 heads"

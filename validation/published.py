@@ -5,7 +5,8 @@
 tokens/s per GPU, the signed error ((estimate - published) / published: positive is too
 optimistic), the estimated peak memory per GPU against the GPU's memory (and the measured peak
 where the run published one), then what the estimate changes ("inexact"), the speed features it
-has no term for ("not modelled") and what the source leaves unpublished ("missing"). The summary
+has no term for ("not modelled"), what the source leaves unpublished ("missing") and the run's
+notes (where an estimate is off for a reason no source explains). The summary
 groups the runs by GPU generation (Ampere, Hopper, Blackwell) and overall: mean and median
 |error|, the worst run, how many estimates are too high and how many layouts do not fit.
 
@@ -79,6 +80,7 @@ def _run_lines(row: Any, brief: bool) -> list[str]:
             ("inexact", row.inexact),
             ("not modelled", row.unmodelled),
             ("missing", row.missing),
+            ("notes", getattr(row, "notes", "")),
         ):
             if text:
                 lines.append(f"    {label}: {text}")

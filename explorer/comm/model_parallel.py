@@ -5,18 +5,21 @@ Sources per function; the overview is in ``explorer.comm.step``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from explorer.comm.collectives import CollectiveKind, collective_s, deduplicated_all_to_all_s
 from explorer.comm.step import (
     BACKWARD,
     FORWARD,
     Collective,
+    PhasedCollective,
     StageContext,
     Window,
     both_ways,
+    hidden_s,
     timed,
     tokens_per_rank,
+    window_s,
 )
 from explorer.compute import PassTimes, StageWork
 from explorer.specs import Layout
@@ -79,8 +82,12 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
 
     Ledger: 2 per MoE block each way (2 more backward with full recompute); bytes b s / (cp tp)
     local tokens (sequence-parallel before dispatch) x top-k x h x activation bytes x the
-    busiest rank's imbalance. Source: Megatron-Core MoEAlltoAllTokenDispatcher; DeepSeek-V3
-    report (arXiv:2412.19437) sec. 3.2.1 for DualPipe's overlap.
+    busiest rank's imbalance. Overlap: DualPipe hides the forward's calls behind the forward
+    and the backward's behind the backward; Megatron-Core's 1F1B A2A overlap (ep_overlap > 0)
+    hides each dispatch and combine behind its phase partner (MEGATRON_A2A_PAIRS), the
+    hidden part costing ``ep_contention`` of compute. Source: Megatron-Core
+    MoEAlltoAllTokenDispatcher; DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.1 for
+    DualPipe's overlap.
     """
     if ctx.layout.ep == 1 or work.num_moe_layers == 0:
         return []
@@ -89,15 +96,99 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     per_pass = 2 * work.num_moe_layers
     counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))
     share = ctx.assumptions.ep_overlap
-    if ctx.layout.schedule in ("dualpipe", "dualpipev"):  # DualPipeV: the same F&B overlap
+    dualpipe = ctx.layout.schedule in ("dualpipe", "dualpipev")
+    if dualpipe:  # DualPipeV: the same F&B overlap
         share = max(share, ctx.assumptions.dualpipe_ep_overlap)
-    what = ("token dispatch and combine", "their gradients")
     one = ep_all_to_all_s(ctx, size)
-    windows = (FORWARD, BACKWARD)
-    return both_ways(
-        ctx, axis="ep", kind="all-to-all", what=what, size_bytes=size, counts=counts,
-        passes=passes, windows=windows, share=share, one_call_s=one,
-    )  # fmt: skip
+    if share > 0 and not dualpipe:  # Megatron-Core's 1F1B all-to-all overlap, phase by phase
+        halves = (counts[0] / 2, counts[1] / 2)  # dispatch and combine apart
+        calls = []
+        for what, windows in MEGATRON_A2A_PAIRS:
+            calls += both_ways(
+                ctx, axis="ep", kind="all-to-all", what=what, size_bytes=size, counts=halves,
+                passes=passes, windows=windows, share=share, one_call_s=one,
+            )  # fmt: skip
+        paired = paired_share(ctx)
+        if paired < 1.0:  # warm-up forwards and cool-down backwards run alone: exposed
+            calls = [_paired(c, paired, passes) for c in calls]
+        calls = [PhasedCollective(**{f.name: getattr(c, f.name) for f in fields(c)}) for c in calls]
+    else:
+        what = ("token dispatch and combine", "their gradients")
+        windows = (FORWARD, BACKWARD)
+        calls = both_ways(
+            ctx, axis="ep", kind="all-to-all", what=what, size_bytes=size, counts=counts,
+            passes=passes, windows=windows, share=share, one_call_s=one,
+        )  # fmt: skip
+    lost = ep_contention(ctx) if share > 0 else 0.0
+    if not lost:
+        return calls
+    return [replace(c, hidden_s=c.hidden_s * (1.0 - lost), contention=lost) for c in calls]
+
+
+MEGATRON_A2A_PAIRS: tuple[tuple[tuple[str, str], tuple[Window, Window]], ...] = (
+    (
+        ("token dispatch", "combine gradients"),
+        (Window(expert_backward=1.0), Window(forward=1.0, expert_forward=-1.0)),
+    ),
+    (
+        ("token combine", "dispatch gradients"),
+        (Window(backward=1.0, expert_backward=-1.0), Window(expert_forward=1.0)),
+    ),
+)
+"""What each all-to-all hides behind under Megatron-Core's 1F1B A2A overlap
+(--overlap-moe-expert-parallel-comm), which runs one layer's forward of a micro-batch with a
+layer's backward of another in four phases, comm stream against compute stream: the backward
+combine beside the forward's pre-dispatch part (attention, router), the forward dispatch then
+the backward dispatch beside the backward's expert part then the forward's, the forward
+combine beside the backward's pre-dispatch part. So the forward dispatch hides behind the
+experts' backward, the forward combine behind the rest of the backward, the combine's gradient
+behind the forward outside the experts, the dispatch's gradient behind the experts' forward;
+each phase lasts the longer of its two. Source: Megatron-Core
+megatron/core/models/common/model_chunk_schedule_plan.py (TransformerLayerSchedulePlan.run)."""
+
+
+def paired_share(ctx: StageContext) -> float:
+    """Share of a step's forward (and backward) model chunks that Megatron-Core's 1F1B A2A
+    overlap runs paired with another micro-batch's backward (forward): all but the warm-up
+    forwards and the cool-down backwards, which run alone.
+
+    Ledger, with M micro-batches, p pipeline ranks and v model chunks each: the interleaved
+    schedule runs M v chunks per rank, of which min(M v, 2 (p - 1 - r) + (v - 1) p + 1)
+    forwards on rank r warm up (one more than without the overlap, so that each paired
+    forward and backward are independent; the micro-batch group per virtual stage is p, the
+    default), as many backwards cool down; taken at the mean over the ranks. Without a
+    pipeline the first forward and the last backward run alone: (M - 1) / M. 1 where M is not
+    known (``StageContext.microbatches`` 0). Source: Megatron-Core
+    megatron/core/pipeline_parallel/schedules.py (get_pp_rank_microbatches, the combined 1F1B
+    path of forward_backward_pipelining_with_interleaving; combined_1f1b.py for p = 1)."""
+    m, p, v = ctx.microbatches, ctx.layout.pp, ctx.layout.virtual_stages
+    if m <= 0:
+        return 1.0
+    if p == 1:
+        return (m - 1) / m
+    total = m * v
+    warmup = sum(min(total, 2 * (p - 1 - r) + (v - 1) * p + 1) for r in range(p)) / p
+    return 1.0 - warmup / total
+
+
+def _paired(call: Collective, paired: float, passes: PassTimes) -> Collective:
+    """``call`` with only its ``paired`` share hidden (behind that share of its window): the
+    rest, the unpaired chunks' calls, stays exposed."""
+    share, floor = call.share * paired, 1.0 - paired
+    hidden = hidden_s(call.time_s, floor * call.time_s, share, window_s(call.window, passes))
+    return replace(call, share=share, floor_share=floor, hidden_s=hidden)
+
+
+def ep_contention(ctx: StageContext) -> float:
+    """Compute seconds lost per second an EP all-to-all hides behind compute: NCCL's
+    all-to-all kernels slow the compute beside them by ``CommAssumptions.ep_overlap_slowdown``
+    (a hidden second covers 1 / (1 + slowdown) seconds of standalone compute); 0 under
+    DeepEP-style dispatch, whose reserved SMs the compute already pays
+    (``ComputeAssumptions.comm_sm_share``). Source: CommAssumptions.ep_overlap_slowdown."""
+    if ctx.assumptions.ep_domain_dedup:
+        return 0.0
+    slowdown = ctx.assumptions.ep_overlap_slowdown
+    return slowdown / (1.0 + slowdown)
 
 
 def etp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:

@@ -15,7 +15,9 @@ Per micro-batch (phase ``forward`` / ``backward``, added to the stage's pass tim
   q, k, v and the output (Jacobs et al. 2023, arXiv:2309.14509); neither overlaps.
 - EP: all-to-all dispatch and combine per MoE block, forward and backward (Megatron-Core
   MoEAlltoAllTokenDispatcher); DualPipe hides them behind another micro-batch's compute
-  (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1). Expert TP (ETP > 1): the dispatched
+  (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1), Megatron-Core's 1F1B A2A overlap each
+  behind its phase partner (model_chunk_schedule_plan.py); NCCL's all-to-all kernels slow the
+  compute they hide behind (``ep_overlap_slowdown``). Expert TP (ETP > 1): the dispatched
   tokens are all-gathered over the ETP group before the experts and their outputs
   reduce-scattered after, counted on the tp axis (the same dispatcher).
 - PP: one activation to the next stage in the forward and one gradient back, per chunk;
@@ -69,6 +71,10 @@ class Window(NamedTuple):
     """Multiples of the whole backward."""
     attention: float = 0.0
     """Multiples of the attention core's forward."""
+    expert_forward: float = 0.0
+    """Multiples of the routed experts' part of the forward (``PassTimes.expert_forward_s``)."""
+    expert_backward: float = 0.0
+    """Multiples of the routed experts' part of the backward."""
 
 
 NO_WINDOW = Window()
@@ -99,6 +105,8 @@ def window_s(window: Window, passes: PassTimes | None) -> float:
         window.forward * passes.forward_s
         + window.backward * passes.backward_s
         + window.attention * passes.attention_forward_s
+        + window.expert_forward * passes.expert_forward_s
+        + window.expert_backward * passes.expert_backward_s
     )
 
 
@@ -123,8 +131,10 @@ class CommAssumptions:
     """Share of the attention core that ring-attention transfers hide behind (double
     buffered in Megatron-Core). The all-gather and all-to-all variants do not overlap."""
     ep_overlap: float = 0.0
-    """Share of the pass compute that EP all-to-alls hide behind outside DualPipe (0:
-    Megatron-Core's dispatcher waits; --moe-shared-expert-overlap hides some)."""
+    """Share of its phase partner that each EP all-to-all hides behind outside DualPipe, as
+    Megatron-Core's 1F1B A2A overlap (--overlap-moe-expert-parallel-comm) pairs a layer's
+    dispatch and combine with another micro-batch's compute (explorer.comm.model_parallel.
+    MEGATRON_A2A_PAIRS). 0: Megatron-Core's dispatcher waits."""
     dualpipe_ep_overlap: float = 1.0
     """The same share under DualPipe, which overlaps one micro-batch's all-to-all with
     another's compute (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1, fig. 4)."""
@@ -152,6 +162,15 @@ class CommAssumptions:
     40.0%) while communication overlaps, GPT and LLaMA models on 4 A100s, H100s, MI250s and
     MI210s; the mean of their cases, not measured on the published runs (an assumption).
     0 models free overlap."""
+    ep_overlap_slowdown: float = 0.189
+    """The same compute slowdown while EP all-to-alls hide behind compute (Megatron-Core
+    --overlap-moe-expert-parallel-comm, DualPipe) when NCCL's all-to-all kernels run them:
+    they take SMs and HBM bandwidth beside the GEMMs, as the collectives of
+    ``dp_overlap_slowdown`` do (its source and figure, arXiv:2507.03114: an assumption for
+    all-to-alls, which that study did not time separately). Not applied under DeepEP-style
+    dispatch (``ep_domain_dedup``): those kernels hold a fixed SM count, charged to the compute
+    as ``ComputeAssumptions.comm_sm_share`` (DeepEP README: SM number control; Megatron-Core
+    moe_deepep_num_sms 20, moe_hybridep_num_sms 16). 0 models free overlap."""
 
     fsdp_backward_prefetch: FsdpPrefetch = "pre"
     """When ZeRO-3 / FSDP issues the next unit's all-gather in the backward: "pre", before the
@@ -179,6 +198,10 @@ class CommAssumptions:
         if not 0 <= self.dp_overlap_slowdown <= 1:
             raise ValueError(
                 f"dp_overlap_slowdown must be between 0 and 1, got {self.dp_overlap_slowdown!r}"
+            )
+        if not 0 <= self.ep_overlap_slowdown <= 1:
+            raise ValueError(
+                f"ep_overlap_slowdown must be between 0 and 1, got {self.ep_overlap_slowdown!r}"
             )
         if self.dp_bucket_params <= 0:
             raise ValueError(f"dp_bucket_params must be positive, got {self.dp_bucket_params}")
@@ -240,6 +263,20 @@ class Collective:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PhasedCollective(Collective):
+    """A collective whose window also spans the experts' parts of the passes
+    (``Window.expert_forward``, ``expert_backward``): the EP all-to-alls under Megatron-Core's
+    1F1B A2A overlap (explorer.comm.model_parallel). The other collectives keep the plain
+    ``exposed_for``, the search's hot path."""
+
+    def exposed_for(self, passes: PassTimes) -> float:
+        """As ``Collective.exposed_for``, with the experts' parts in the window."""
+        t = self.time_s
+        hidden = max(0.0, min(t - self.floor_share * t, self.share * window_s(self.window, passes)))
+        return t - hidden * (1.0 - self.contention)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StageContext:
     """What a stage's collectives depend on besides its work and pass times."""
 
@@ -257,6 +294,9 @@ class StageContext:
     unsharded over the micro-batches (the memory model's framework behaviour of that name,
     explorer.memory.frameworks: PyTorch's torch.distributed.pipelining yes, Megatron no), so
     its collectives run once a step (explorer.comm.data_parallel)."""
+    microbatches: int = 0
+    """Micro-batches per step on one pipeline (explorer.comm.model_parallel.paired_share); 0:
+    not known, every micro-batch counted as paired (the search's bounds: a lower bound)."""
 
 
 def hidden_s(time_s: float, floor_s: float, overlap: float, window_s: float) -> float:

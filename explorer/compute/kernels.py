@@ -91,30 +91,41 @@ def mlp_gemms(model: ModelSpec, tokens: float, width: float, tp: int) -> list[Ge
     return [Gemm(tokens, up / tp, h), Gemm(tokens, h, width / tp)]
 
 
-def expert_gemms(model: ModelSpec, layout: Layout, tokens: float) -> list[Gemm]:
-    """The router and the routed experts' grouped GEMMs of one MoE block (``tokens``: T)."""
+def expert_gemms(
+    model: ModelSpec, layout: Layout, tokens: float, fp8_dispatch: bool = True
+) -> list[Gemm]:
+    """The router and the routed experts' grouped GEMMs of one MoE block (``tokens``: T).
+
+    The up projection's low-precision input cast runs once per token before an FP8 dispatch
+    (``fp8_dispatch``: DeepSeek-V3 report sec. 3.3.4), else on every one of the top-k copies
+    the dispatch delivers in BF16 (Transformer Engine's GroupedLinear quantizes its input).
+    """
     local = tokens / layout.tp  # each TP rank routes its sequence-parallel share
     experts, k = model.n_routed_experts, model.num_experts_per_tok
     per_expert = local * k * layout.ep * layout.etp / experts
     groups = max(1, experts // layout.ep)
     width, h = model.moe_intermediate_size / layout.etp, model.hidden_size
     up = (2 if model.ffn_kind == "swiglu" else 1) * width
+    copies = k if fp8_dispatch else 1  # rows per token each cast covers
     return [
         Gemm(local, experts, h, bf16=True),
-        Gemm(per_expert, up, h, groups, expert=True, input_copies=k, calls=groups),
+        Gemm(per_expert, up, h, groups, expert=True, input_copies=copies, calls=groups),
         Gemm(per_expert, h, width, groups, expert=True, calls=groups),
     ]
 
 
-def block_gemms(model: ModelSpec, layout: Layout, seq_len: int, moe: bool) -> list[Gemm]:
-    """Every GEMM of one dense or MoE block per GPU and micro-batch."""
+def block_gemms(
+    model: ModelSpec, layout: Layout, seq_len: int, moe: bool, fp8_dispatch: bool = True
+) -> list[Gemm]:
+    """Every GEMM of one dense or MoE block per GPU and micro-batch (``fp8_dispatch``: see
+    expert_gemms)."""
     tokens = layout.micro_batch_size * seq_len / layout.cp
     found = attention_gemms(model, tokens, layout.tp)
     if not moe:
         return found + mlp_gemms(model, tokens, model.intermediate_size, layout.tp)
     if model.shared_ffn_size:
         found += mlp_gemms(model, tokens, model.shared_ffn_size, layout.tp)
-    return found + expert_gemms(model, layout, tokens)
+    return found + expert_gemms(model, layout, tokens, fp8_dispatch)
 
 
 def _one(

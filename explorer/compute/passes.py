@@ -72,6 +72,10 @@ class ComputeContext:
     """FlashAttention: no s x s scores in HBM (the memory model's switch)."""
     dropout: bool = False
     """Dropout layers present (the memory model's switch)."""
+    fp8_dispatch: bool = False
+    """Routed tokens dispatched in FP8 (the comm model's ``CommAssumptions.fp8_dispatch``): the
+    experts' input cast runs once per token before the dispatch; False, on each of the top-k
+    BF16 copies after it (explorer.compute.kernels.expert_gemms)."""
 
     @property
     def policy(self) -> PrecisionPolicy:
@@ -95,6 +99,13 @@ class PassTimes:
     """Attention core forward (what context-parallel transfers hide behind)."""
     dense_efficiency: float
     """Kernel efficiency of the dense GEMMs."""
+    expert_forward_s: float = 0.0
+    """The routed experts' part of ``forward_s``: their grouped GEMMs and the dispatcher's sort
+    (Megatron-Core's ``mlp`` node, which its 1F1B all-to-all overlap pairs with the other
+    micro-batch's dispatch gradient: explorer.comm.model_parallel.ep_collectives)."""
+    expert_backward_s: float = 0.0
+    """The routed experts' part of ``backward_s``: their input- and weight-gradient GEMMs, the
+    sort's mirror and their recomputation."""
 
     @property
     def backward_s(self) -> float:
@@ -142,6 +153,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
         bandwidth, a.gemm_efficiency_scale * bf16_share, a.max_efficiency,
         a.grouped_gemm_call_s,
         BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0) * low_share / bf16_share,
+        ctx.fp8_dispatch,
     )  # fmt: skip
 
 
@@ -161,11 +173,12 @@ def _kinds_of(
     cap: float,
     call_s: float = 0.0,
     block_share: float = 1.0,
+    fp8_dispatch: bool = True,
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
-        gemms = tuple(block_gemms(model, layout, seq, moe))
+        gemms = tuple(block_gemms(model, layout, seq, moe, fp8_dispatch))
         return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s, block_share)
 
     dense, _ = timed(False)
@@ -317,6 +330,9 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     lin += sms * (b_dense * kb.dense.forward_s + b_moe * kb.moe.forward_s)
     exp = sms * imbalance * (l_moe * k.experts.forward_s + b_moe * kb.experts.forward_s)
     recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort)  # casts: GEMMs
+    grads = l_moe * (k.experts.dgrad_s + k.experts.wgrad_s)
+    grads += b_moe * (kb.experts.dgrad_s + kb.experts.wgrad_s)
+    expert_b = sms * imbalance * grads + sort + r.expert * (exp + sort)
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)
     backward = sms * (g.dgrad_s + head + attention_b) + traffic.backward * per_element
@@ -332,6 +348,8 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
         recompute_s=recompute,
         attention_forward_s=sms * attention_f,
         dense_efficiency=share,
+        expert_forward_s=exp + sort,
+        expert_backward_s=expert_b,
     )
 
 

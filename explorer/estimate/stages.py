@@ -146,6 +146,7 @@ def stage_context(
         assumptions=assumptions.comm,
         moe_imbalance=expert_load(model, assumptions.memory),
         pipeline_keeps_unsharded=framework_behaviour(assumptions.memory).pipeline_keeps_unsharded,
+        microbatches=workload.global_batch_size // (layout.dp * layout.micro_batch_size),
     )
 
 
@@ -168,6 +169,7 @@ def _time_work(
         moe_imbalance=ctx.moe_imbalance,
         flash_attention=assumptions.memory.flash_attention,
         dropout=assumptions.memory.dropout,
+        fp8_dispatch=assumptions.comm.fp8_dispatch,
     )
     passes = pass_times(work, compute)
     return passes, stage_collectives(work, passes, ctx), optimizer_step_s(work, compute)

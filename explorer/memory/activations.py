@@ -247,7 +247,10 @@ def block_tensors(
     """
     if model.single_module_blocks:
         return _fp8_gemm_inputs(_single_module_block(model, x, a), kind, a)
-    out = [*_attention(model, x, a), *_mlp(model, kind, x, a)]
+    if model.linear_attention_layers:  # Qwen3-Next: Gated DeltaNet beside gated attention
+        out = [*_linear_attention_mix(model, x, a), *_mlp(model, kind, x, a)]
+    else:
+        out = [*_attention(model, x, a), *_mlp(model, kind, x, a)]
     if a.dropout:
         sp_h = x.sp_tokens * model.hidden_size
         out.append(saved("attention residual dropout mask", sp_h, a.dropout_mask_bytes, "dropout"))
@@ -261,7 +264,10 @@ def _mamba(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) -> list
     output and the gated norm's fp32 rstd per group; it rebuilds the convolution output and
     the out_proj input in backward. Split over TP as Megatron-Core MambaMixer shards d_inner.
     Source: state-spaces/mamba ops/triton/ssd_combined.py (MambaSplitConv1dScanCombinedFn
-    save_for_backward)."""
+    save_for_backward: zxbcdt, out_x, rstd and the weights). Not saved: the convolution state
+    and output and the SSD chunk states (b x chunks x heads x P x N, fp32), which the backward
+    recomputes from zxbcdt (_mamba_chunk_scan_combined_bwd); their forward-time transient is
+    not counted here (Mamba-2 paper, arXiv:2405.21060, sec. 6: the chunked SSD algorithm)."""
     h, act, tp = model.hidden_size, x.dtype_bytes, x.tp
     inner, groups = model.mamba_inner_size, model.mamba_n_groups
     projected = 2 * inner + 2 * groups * model.ssm_state_size + model.mamba_num_heads
@@ -272,6 +278,66 @@ def _mamba(model: ModelSpec, x: ActivationShape, a: TrainingAssumptions) -> list
         saved("Mamba scan output", x.tokens * inner / tp, act, "gated norm, out_proj"),
         saved("Mamba gated-norm rstd", x.tokens * max(groups / tp, 1), FP32_BYTES, "norm"),
     ]
+
+
+DELTA_RULE_CHUNK = 64
+"""Tokens per chunk of the chunked gated delta rule: the WY matrix A it saves is T x heads x 64.
+Source: fla-org/flash-linear-attention ops/gated_delta_rule/chunk.py (chunk size 64)."""
+
+
+def _gated_deltanet(
+    model: ModelSpec, x: ActivationShape, a: TrainingAssumptions
+) -> list[SavedTensor]:
+    """A Qwen3-Next Gated DeltaNet (linear attention) sub-layer: its norm input and in_proj
+    input; the short convolution's input (q, k, v mixed); the output gate z; beta (sigmoid) and
+    the decay g with its softplus input (fp32); what chunk_gated_delta_rule saves: q and k after
+    the in-kernel L2 norm, repeated to the value heads, with their fp32 rstd, v, and the WY
+    matrix A (T x value heads x 64); the gated RMSNorm's input and fp32 rstd per head; out_proj's
+    input. Nothing grows with the sequence beyond T: the recurrent state is rebuilt in backward.
+    Source: transformers models/qwen3_next (Qwen3NextGatedDeltaNet.forward: causal_conv1d_fn,
+    repeat_interleave of q and k, chunk_gated_delta_rule with use_qk_l2norm_in_kernel,
+    FusedRMSNormGated); fla ChunkGatedDeltaRuleFunction (save_for_backward q, q_rstd, k,
+    k_rstd, v, g, beta, A). Heads split over TP."""
+    h, act, t = model.hidden_size, x.dtype_bytes, x.tokens
+    v_heads = model.linear_num_value_heads / x.tp
+    key_dim = model.linear_num_key_heads * model.linear_key_head_dim / x.tp
+    value_dim = v_heads * model.linear_value_head_dim
+    qk = 2 * t * v_heads * model.linear_key_head_dim
+    return [
+        saved("linear-attention norm input", x.sp_tokens * h, act, "pre-attention norm"),
+        saved("linear-attention in_proj input", input_tokens(x, a) * h, act, "in_proj_qkvz, ba"),
+        saved("short-convolution input", t * (2 * key_dim + value_dim), act, "causal_conv1d"),
+        saved("output gate z", t * value_dim, act, "gated RMSNorm"),
+        saved("delta-rule beta", t * v_heads, act, "sigmoid, delta rule"),
+        saved("delta-rule decay g, softplus input", 2 * t * v_heads, FP32_BYTES, "softplus"),
+        saved("delta-rule q and k", qk, act, "chunk_gated_delta_rule"),
+        saved("delta-rule q and k rstd", 2 * t * v_heads, FP32_BYTES, "in-kernel L2 norm"),
+        saved("delta-rule v", t * value_dim, act, "chunk_gated_delta_rule"),
+        saved("delta-rule WY matrix", t * v_heads * DELTA_RULE_CHUNK, act, "delta rule"),
+        saved("delta-rule output", t * value_dim, act, "gated RMSNorm"),
+        saved("gated-norm rstd", t * v_heads, FP32_BYTES, "gated RMSNorm"),
+        saved("linear-attention output", t * value_dim, act, "out_proj"),
+    ]
+
+
+def _linear_attention_mix(
+    model: ModelSpec, x: ActivationShape, a: TrainingAssumptions
+) -> list[SavedTensor]:
+    """The mean attention sub-layer of a Qwen3-Next block: Gated DeltaNet tensors and gated
+    softmax attention tensors, each weighted by its share of the blocks (as Nemotron-H's mean
+    block: a stage is charged the model's mix). The gated attention also keeps its ungated
+    output and sigmoid(gate), the two inputs of the gating product.
+    Source: transformers Qwen3NextAttention (attn_output * torch.sigmoid(gate))."""
+    n, linear = model.num_hidden_layers, len(model.linear_attention_layers)
+    full = _attention(model, x, a)
+    if model.attn_output_gate:
+        q = x.tokens * model.num_attention_heads / x.tp * model.head_size
+        full += [
+            saved("ungated attention output", q, x.dtype_bytes, "output gate product"),
+            saved("sigmoid(output gate)", q, x.dtype_bytes, "output gate product"),
+        ]
+    parts = ((_gated_deltanet(model, x, a), linear), (full, n - linear))
+    return [replace(t, elements=t.elements * k / n) for tensors, k in parts if k for t in tensors]
 
 
 def _single_module_block(

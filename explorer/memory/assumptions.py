@@ -222,6 +222,12 @@ class TrainingAssumptions:
     models/llama3/parallelize_llama.py apply_fsdp (9dec370, e7c0cae: reshard_after_forward =
     layer_id < last; fully_shard(model) last). False: the LM head's unit alone (as
     validation/parallelize.py wraps [norm, output])."""
+    fsdp_version: int = 2
+    """Which PyTorch FSDP runs ZeRO-3 under the "pytorch" framework: 2 (fully_shard, as
+    torchtitan and NeMo AutoModel) or 1 (FullyShardedDataParallel, as Composer / LLM Foundry).
+    The caching allocator's side-stream pools (``explorer.memory.allocator``) follow FSDP2's
+    streams; FSDP1 allocates its gathers on its unshard stream and frees with record_stream
+    (torch/distributed/fsdp/_runtime_utils.py), which is not modelled: no allocator term."""
     fsdp_ignores_unsharded_experts: bool = False
     """FSDP leaves the routed experts out when their expert-data-parallel group is one rank
     (EP over every DP rank): no gathered copy and no unsharded gradient; their gradients build
@@ -281,6 +287,8 @@ class TrainingAssumptions:
         for name in _NON_NEGATIVE:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be zero or more, got {getattr(self, name)!r}")
+        if self.fsdp_version not in (1, 2):
+            raise ValueError(f"fsdp_version must be 1 or 2, got {self.fsdp_version!r}")
         if self.framework not in ("megatron", "pytorch"):
             raise ValueError(f"framework must be 'megatron' or 'pytorch', got {self.framework!r}")
         if self.activation_recipe not in ("standard", "deepseek-v3"):

@@ -4,8 +4,10 @@ Categories (docs/ARCHITECTURE.md): parameters, gradients, master_weights, optimi
 (model states, ``states.py``), activations (``activations.py``, ``stage_activations.py``), temporary
 (``temporaries.py``: ZeRO-3 gathers, gradient buckets, cross-entropy and optimizer-step
 temporaries), communication (NCCL buffers), runtime (CUDA context and library workspaces) and
-headroom (allocator reserve). Each stage's breakdown is taken at its peak phase (``phases.py``:
-backward start, one block's backward, optimizer step); the framework (``frameworks.py``) says
+headroom (allocator reserve: the assumed share of the GPU, or under the "pytorch" framework the
+caching allocator's modelled reserve where larger, ``allocator.py``). Each stage's breakdown is
+taken at its peak phase (``phases.py``: backward start, one block's backward, optimizer step);
+the framework (``frameworks.py``) says
 what exists at each. Assumptions live in ``assumptions.py``; warnings in ``checks.py``.
 
 Memory recipes (``Layout``: recompute modules and methods, torchtitan's SAC, activation and
@@ -18,9 +20,9 @@ graphs' static edge tensors (``cuda_graph_modules``) and torch.distributed.pipel
 per-micro-batch receive buffers are counted (``buffers.py``, ``temporaries.py``).
 
 Left out on purpose: activation gradients and matmul outputs alive during backward, the
-allocator's fragmentation beyond ``headroom``, NVSHMEM's own state beyond DeepEP's heap, NCCL
-LL/LL128 and tree buffers, Megatron's p2p staging buffers, the activations CUDA graphs' private
-pools hold beyond eager's, FP8 scaling factors and
+allocator's fragmentation beyond ``headroom`` and ``allocator.py``'s mechanisms, NVSHMEM's
+own state beyond DeepEP's heap, NCCL LL/LL128 and tree buffers, Megatron's p2p staging
+buffers, the activations CUDA graphs' private pools hold beyond eager's, FP8 scaling factors and
 amax histories, MoE routing temporaries (token gather / index_add; measured 0.3-1.5% of the
 MoE peaks in validation/results.json), torch.compile's changes to what is saved, and
 data-loader pinned memory (host side). PyTorch DDP without gradient_as_bucket_view (a second
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from explorer.memory.allocator import allocator_reserve
 from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
 from explorer.memory.breakdown import CATEGORIES, MemoryBreakdown
 from explorer.memory.checks import (
@@ -108,6 +111,9 @@ class StageMemory:
     """Bytes at every phase of the step (``explorer.memory.phases.PHASES`` order)."""
     peak_phase: Phase = "backward_start"
     """The phase whose bytes ``breakdown`` holds: the stage's largest."""
+    allocator_parts: tuple[tuple[str, float], ...] = ()
+    """What PyTorch's caching allocator reserves beyond the live peak, by mechanism, bytes
+    (``explorer.memory.allocator``); ``breakdown.headroom`` is at least their sum."""
 
     @property
     def total_bytes(self) -> float:
@@ -246,6 +252,11 @@ def _memory_of(
     s: TrainingSetting, plan: StagePlan, held: HeldParams, parts: StageParts, inflight: float
 ) -> StageMemory:
     phases = stage_phases(parts)
+    reserve = allocator_reserve(s, plan, phases)
+    modelled = sum(b for _, b in reserve)
+    if modelled > parts.fixed.headroom:  # the modelled reserve where above the assumed share
+        parts = replace(parts, fixed=replace(parts.fixed, headroom=modelled))
+        phases = stage_phases(parts)
     peak = peak_of(phases)
     return StageMemory(
         plan.stage,
@@ -258,6 +269,7 @@ def _memory_of(
         s.communication,
         phases,
         peak.phase,
+        reserve,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from explorer.estimate import Estimate, estimate
+from explorer.memory.training import StageMemory
 from explorer.published_runs.scenario import scenario
 from explorer.published_runs.table import GENERATIONS, RUNS_PATH, PublishedRun, load_published_runs
 from explorer.units import TERA, GiB
@@ -40,14 +41,22 @@ in GiB); NCCL's buffers (cudaMalloc'd by NCCL) and the CUDA context lie outside 
 
 
 def allocator_comparable_bytes(run: PublishedRun, result: Estimate) -> float:
-    """The estimated peak as the run measured it: for a reserved-bytes peak, without the
-    peak stage's NCCL buffers and the CUDA context; else the whole estimate, bytes."""
+    """The estimated peak as the run measured it, bytes. For a reserved-bytes peak: the
+    largest over the stages (the source takes the maximum over GPUs) of the live tensors
+    (without the NCCL buffers, the CUDA context and the assumed headroom) with what the
+    caching allocator reserves beyond them (``StageMemory.allocator_parts``,
+    ``explorer.memory.allocator``); else the whole estimate."""
     memory = result.memory
     if run.framework not in RESERVED_PEAK_FRAMEWORKS:
         return memory.peak_bytes
-    stage = memory.stages[memory.peak_stage]
-    outside = stage.breakdown.communication + memory.assumptions.cuda_context_bytes
-    return memory.peak_bytes - outside
+    context = memory.assumptions.cuda_context_bytes
+
+    def reserved(stage: StageMemory) -> float:
+        b = stage.breakdown
+        live = stage.total_bytes - b.headroom - b.communication - context
+        return live + sum(size for _, size in stage.allocator_parts)
+
+    return max(reserved(stage) for stage in memory.stages)
 
 
 def compare(run: PublishedRun) -> dict[str, Any]:
@@ -88,6 +97,7 @@ def compare(run: PublishedRun) -> dict[str, Any]:
         "inexact": "; ".join(s.inexact),
         "unmodelled": "; ".join(s.unmodelled),
         "missing": "; ".join(run.missing),
+        "notes": run.notes,
     }
 
 

@@ -250,6 +250,8 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
         fields["fsdp_torchtitan_units"] = True
     if run.framework == "NeMo AutoModel":
         fields |= {"fsdp_ignores_unsharded_experts": True, "fsdp_accumulated_grad_bytes": 4.0}
+    if run.framework == "LLM Foundry":  # Composer wraps torch's FSDP1 (FullyShardedDataParallel)
+        fields["fsdp_version"] = 1
     if run.local_batch is not None:  # one schedule per local batch, repeated GA times
         fields["pipeline_schedule_microbatches"] = run.local_batch // run.micro_batch
     if not run.loss_fp32:  # the fp32 figures (4 saved, 8 temporary per logit) in bf16

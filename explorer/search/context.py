@@ -117,6 +117,7 @@ class Contexts:
             moe_imbalance=self.moe_imbalance,
             flash_attention=self.a.memory.flash_attention,
             dropout=self.a.memory.dropout,
+            fp8_dispatch=self.a.comm.fp8_dispatch,
         )
 
     def placements(self, layout: Layout | Shape) -> dict[str, GroupPlacement]:

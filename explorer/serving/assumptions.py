@@ -80,6 +80,23 @@ class ServingAssumptions:
     prefilled, so prefill tokens and TTFT shrink; their KV still takes memory per sequence
     (sharing between sequences is left out)."""
 
+    experts_parallel_in_tp: bool = False
+    """Whether, in a layout without attention data parallel (ep 1) and tp > 1, the MoE blocks
+    hold whole experts on each TP rank (expert parallel over the TP group, E / tp experts a
+    rank) instead of a 1 / tp slice of every expert. The weight bytes and FLOPs per GPU are
+    the same; the busiest rank sets the pace (``experts.rank_load_imbalance`` over tp ranks).
+    Source: TensorRT-LLM ``--tp N --ep N`` without ``enable_attention_dp``
+    (moe_expert_parallel_size = tp: attention TP, experts EP on the same GPUs); vLLM's
+    ``--enable-expert-parallel`` with TP likewise. False: TP-sharded experts (vLLM's
+    default)."""
+    chunked_prefill: bool = True
+    """Whether a prompt may be split over steps under the token budget (vLLM V1 and SGLang
+    chunk by default). ``False`` admits each prompt whole: a step holds its decodes and only
+    as many whole prompts as the budget leaves room for, so with long prompts and short
+    outputs fewer sequences can keep decoding (``explorer.serving.latency.whole_prompt_decodes``).
+    Source: TensorRT-LLM's ``enable_chunked_prefill`` is off by default, and trtllm-bench
+    throughput leaves it off unless asked (tensorrt_llm/bench/benchmark/utils/general.py,
+    ``get_settings``)."""
     cuda_graphs: bool = True
     """Whether decode-only steps replay captured CUDA graphs (vLLM, SGLang and TensorRT-LLM do
     by default): no kernel is launched from the host, and each attention group's batch is
@@ -90,6 +107,13 @@ class ServingAssumptions:
     """Which engine's captured decode batch sizes (``CUDA_GRAPH_SIZES``): vLLM's 1, 2, 4 and
     8 to 256 in steps of 8, or TensorRT-LLM's perf-overview list up to 8192. Source: see
     ``CUDA_GRAPH_SIZES``."""
+    cuda_graph_max: int | None = None
+    """The largest decode batch captured, where the engine caps it: captured sizes above it are
+    dropped and it is captured itself, so a batch above the last listed size pads to it
+    rather than to the next listed one. Source: TensorRT-LLM ``_filter_cuda_graph_batch_sizes``
+    (tensorrt_llm/_torch/pyexecutor/model_engine.py): sizes above min(max_batch_size,
+    max_num_tokens) are dropped and, with padding, that bound is captured instead. None: the
+    list as it stands."""
     launch_s: float = 4e-6
     """Host seconds to launch one kernel in an eager step. An assumption: a few microseconds
     a launch (NVIDIA, "Getting Started with CUDA Graphs", 2019, measures launch overheads of
@@ -120,6 +144,8 @@ class ServingAssumptions:
             )
         if not self.step_overhead_s >= 0 or not math.isfinite(self.step_overhead_s):
             raise ValueError(f"step_overhead_s must be at least 0, got {self.step_overhead_s}")
+        if self.cuda_graph_max is not None and self.cuda_graph_max < 1:
+            raise ValueError(f"cuda_graph_max must be at least 1, got {self.cuda_graph_max}")
         if not self.launch_s >= 0 or self.kernels_per_block < 0:
             raise ValueError("launch_s and kernels_per_block must be at least 0")
         for name in (
@@ -153,7 +179,10 @@ def graph_batch(a: ServingAssumptions, seqs: float) -> float | None:
     (graphs off, or more sequences than the largest size). Source: ``cuda_graphs``."""
     if not a.cuda_graphs or seqs <= 0:
         return None
-    fits = [size for size in CUDA_GRAPH_SIZES[a.cuda_graph_sizes] if size >= seqs - 1e-9]
+    sizes = CUDA_GRAPH_SIZES[a.cuda_graph_sizes]
+    if a.cuda_graph_max is not None:  # the engine's cap: listed sizes above it, then the cap
+        sizes = (*(size for size in sizes if size < a.cuda_graph_max), a.cuda_graph_max)
+    fits = [size for size in sizes if size >= seqs - 1e-9]
     return float(min(fits)) if fits else None
 
 

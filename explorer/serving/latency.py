@@ -221,6 +221,11 @@ def _compute_parts(
     imbalance = expert_imbalance(
         model, lay.ep, lay.redundant_experts, rows, a.expert_load_cv, a.balanced_load_cv
     )
+    if a.experts_parallel_in_tp and lay.ep == 1 and lay.tp > 1:  # EP over the TP ranks
+        imbalance = expert_imbalance(  # each rank takes its experts' copies of all the tokens
+            model, lay.tp, lay.redundant_experts, rows / lay.tp, a.expert_load_cv,
+            a.balanced_load_cv,
+        )  # fmt: skip
     slots = expert_slots(model, lay.redundant_experts)
     routed = rows * lay.ep * model.num_experts_per_tok / slots if slots else rows
     experts = rows * f.experts / lay.tp * imbalance / gemm_efficiency(a, routed, prefill)
@@ -482,6 +487,30 @@ def sustained_decodes(budget_tokens: float, prompt_len: float, output_len: int) 
     return budget_tokens * output_len / (output_len + prompt_len)
 
 
+def whole_prompt_decodes(
+    budget_tokens: float, prompt_len: float, decode_steps: float, tokens_per_decode: float = 1.0
+) -> float:
+    """Most sequences per scheduler step that can keep decoding when prompts enter whole (no
+    chunked prefill): a step holds d decodes of q tokens and n whole prompts of P tokens when
+    n P + d q <= B, and d sequences that decode S steps each need d / S successors a step,
+    so d = max over whole n of min(n S, (B - n P) / q). A budget below P + S q counts as
+    P + S q: engines refuse a smaller one without chunking (vLLM requires
+    max_num_batched_tokens >= max_model_len; trtllm-bench raises max_num_tokens to the longest
+    prompt + max_batch_size).
+
+    Source: the schedulers' token budget (``sustained_decodes``) with prompts indivisible
+    (TensorRT-LLM's capacity scheduler with ``enable_chunked_prefill`` off).
+    """
+    if prompt_len <= 0:
+        return budget_tokens / tokens_per_decode
+    budget = max(budget_tokens, prompt_len + decode_steps * tokens_per_decode)
+    whole = int(budget // prompt_len)
+    # n S rises and (B - n P) / q falls with n: they cross at n = B / (S q + P)
+    cross = budget / (decode_steps * tokens_per_decode + prompt_len)
+    near = {min(whole, max(1, math.floor(cross))), min(whole, max(1, math.ceil(cross)))}
+    return max(min(n * decode_steps, (budget - n * prompt_len) / tokens_per_decode) for n in near)
+
+
 def replica_latency(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -500,13 +529,16 @@ def replica_latency(
     budget = case.a.memory.prefill_chunk_tokens  # max_num_batched_tokens, per scheduler step
     # prefix-cache hits are not prefilled; the new tokens attend to the cached ones too
     computed = w.prompt_len * (1.0 - case.a.prefix_cache_hit_rate)
-    chunk = min(computed, budget)
+    # without chunked prefill each prompt runs whole in one step
+    chunk = min(computed, budget) if case.a.chunked_prefill else computed
     keys = w.prompt_len - computed / 2  # causal: P/2 keys on average without hits
     pre = _slowest(case, chunk, keys, prefill=True)
     ttft = (computed / chunk + pp - 1) * pre.total_s + (pp - 1) * _handoff_s(case, chunk)
     wanted = -(-w.concurrency // pp) / ep  # sequences per micro-batch and attention group
     # a decode takes k + 1 budget tokens a step and finishes in output_len / E steps
     most = budget / (k + 1 + computed * per_step / w.output_len)
+    if not case.a.chunked_prefill:  # prompts enter whole: fewer fit beside the decodes
+        most = min(most, whole_prompt_decodes(budget, computed, w.output_len / per_step, k + 1))
     micro = min(wanted, most)
     context = w.prompt_len + w.output_len / 2
     dec = _slowest(case, micro, context, prefill=False, per_seq=k + 1.0)
@@ -514,9 +546,11 @@ def replica_latency(
     step += spec.draft_seconds(micro * pp * ep, context)  # k draft passes for them
     step += case.a.step_overhead_s  # the host's share (the drafts' is in draft_seconds)
     # each step mixes in the successors' prompt tokens, at most the budget left by decodes;
-    # costed at the prefill chunk's seconds per token
+    # the prompts (or chunks) of one step run as one batch, so they are costed at the seconds
+    # per token of a prefill of that many tokens, or of one chunk when they are fewer
     mixed = min(micro * computed * per_step / w.output_len, max(0.0, budget - micro * (k + 1)))
-    itl = (step + pp * mixed * pre.total_s / chunk) / per_step
+    packed = pre if mixed <= chunk else _slowest(case, mixed, keys, prefill=True)
+    itl = (step + pp * mixed * packed.total_s / max(chunk, mixed)) / per_step
     # closed loop (Little): the sequences not decoding wait, a share 1 - micro / wanted of
     # each request's time, whose decoding part is output_len inter-token latencies
     ttft += w.output_len * itl * (wanted / micro - 1)

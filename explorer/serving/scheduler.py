@@ -182,8 +182,10 @@ class _Engine:
                 return ready
             self.preempt_last()
 
-    def prefills(self, budget: int) -> list[tuple[_Request, int]]:
-        """Prompt chunks up to ``budget`` tokens: running sequences first, then admissions."""
+    def prefills(self, budget: int, chunked: bool = True) -> list[tuple[_Request, int]]:
+        """Prompt chunks up to ``budget`` tokens: running sequences first, then admissions;
+        without ``chunked`` prefill a prompt is admitted only whole, unless it exceeds the whole
+        token budget (a preempted sequence's recompute), which is still split."""
         chunks = []
         for r in self.running:
             take = min(budget, r.prompt - r.prefilled)
@@ -193,7 +195,10 @@ class _Engine:
         static = self.load.batching == "static"
         while not static and self.waiting and len(self.running) < self.load.max_batch:
             r = self.waiting[0]
-            take = min(budget, r.prompt - r.prefilled)
+            whole = r.prompt - r.prefilled
+            if not chunked and budget < whole <= self.load.token_budget:
+                break  # waits for a step with room for all of it
+            take = min(budget, whole)
             if take <= 0 or not self.grow(r, r.kv_tokens + take):
                 break
             self.running.append(self.waiting.popleft())
@@ -227,12 +232,14 @@ def simulate(
     cached_tokens: int = 0,
     tokens_per_step: float = 1.0,
     lookahead: int = 0,
+    chunked_prefill: bool = True,
 ) -> LoadResult:
     """Simulate one engine under ``load`` (its rate or users already this replica's share)
     until ``load.num_requests`` requests finish (model in the module docstring); each prompt
     finds its first ``cached_tokens`` in the prefix cache. Speculative decoding: each decode
     reserves ``lookahead`` more KV slots and gets ``tokens_per_step`` tokens a step on
-    average (whole tokens, the fraction carried to its next step)."""
+    average (whole tokens, the fraction carried to its next step). Without
+    ``chunked_prefill`` prompts are admitted whole (``ServingAssumptions.chunked_prefill``)."""
     if tokens_per_step < 1 or lookahead < 0:
         raise ValueError("tokens_per_step must be at least 1 and lookahead at least 0")
     if not 0 <= cached_tokens < prompt_len:
@@ -268,7 +275,7 @@ def simulate(
         if load.batching == "static" and not e.running:
             e.admit_static_batch()
         decodes = e.decodes()
-        chunks = e.prefills(load.token_budget - len(decodes))
+        chunks = e.prefills(load.token_budget - len(decodes), chunked_prefill)
         if not decodes and not chunks:  # every sequence prefilling and the cache full
             e.preempt_last()
             continue
@@ -372,6 +379,7 @@ def serve_under_load(
     one = simulate(
         step.seconds, share, workload.prompt_len, workload.output_len, capacity,
         a.memory.kv_block_tokens, cached, step.tokens_per_step, step.draft_tokens,
+        a.chunked_prefill,
     )  # fmt: skip
     return replace(
         one,
