@@ -330,6 +330,23 @@ def test_full_recompute_repeats_the_forward_tp_collectives_in_backward() -> None
     assert backward[0].count == 16
 
 
+def test_op_level_sac_regathers_the_sequence_parallel_inputs_in_backward() -> None:
+    # torchtitan's op SAC saves reduce_scatter_tensor but not all_gather_into_tensor: the 2
+    # all-gathers per block (4 blocks here) run again in the backward, the scatters do not
+    def backward(layout: Layout) -> dict[str, float]:
+        found = _collectives(MODEL, layout)
+        return {c.kind: c.count for c in found if c.axis == "tp" and c.phase == "backward"}
+
+    assert backward(Layout(tp=8, recompute="selective")) == {
+        "all-gather": 8,
+        "reduce-scatter": 8,
+    }
+    assert backward(Layout(tp=8, recompute="selective", recompute_ops=True)) == {
+        "all-gather": 16,
+        "reduce-scatter": 8,
+    }
+
+
 def test_tp_is_exposed_by_default_and_hidden_with_tp_overlap() -> None:
     layout = Layout(tp=8)
     exposed = sum(c.exposed_s for c in _collectives(MODEL, layout) if c.axis == "tp")
@@ -365,6 +382,64 @@ def test_zero3_gathers_twice_and_scatters_once_per_microbatch() -> None:
         ("all-gather", "backward"),
         ("reduce-scatter", "backward"),
     ]
+
+
+def test_zero2_reduce_scatters_per_microbatch_unless_the_stack_accumulates_first() -> None:
+    # FSDP SHARD_GRAD_OP / DeepSpeed ZeRO-2: a reduce-scatter per micro-batch; Llama 3
+    # (arXiv:2407.21783) sec. 3.3.2-3.3.4: accumulate, then reduce once a step
+    def phases(layout: Layout, per_step: bool) -> list[tuple[str, str]]:
+        comm = CommAssumptions(zero2_grad_sync_per_step=per_step)
+        return [(c.kind, c.phase) for c in _collectives(MODEL, layout, comm) if c.axis == "dp"]
+
+    for layout in (Layout(dp=8, zero=2), Layout(dp=8, pp=2, zero=2)):
+        assert phases(layout, False) == [("reduce-scatter", "backward"), ("all-gather", "step")]
+        assert phases(layout, True) == [("reduce-scatter", "step"), ("all-gather", "step")]
+
+
+def test_backward_post_prefetch_exposes_the_backward_gather_and_frees_the_scatter() -> None:
+    # BACKWARD_POST issues the next unit's all-gather after the current unit's gradients: the
+    # gather waits in full; the reduce-scatter hides behind the whole backward (PASSES: 2 s)
+    def calls(prefetch: str) -> list:
+        comm = CommAssumptions(links=PERFECT, dp_overlap_slowdown=0.0,
+                               fsdp_backward_prefetch=prefetch)  # type: ignore[arg-type]  # fmt: skip
+        return [c for c in _collectives(MODEL, Layout(dp=8, zero=3), comm) if c.axis == "dp"]
+
+    _, gather, scatter = calls("post")
+    assert gather.exposed_s == pytest.approx(gather.time_s, rel=REL)
+    t = scatter.time_s
+    short = replace(PASSES, backward_input_s=t / 4, weight_s=t / 4)  # a backward of t / 2
+    assert scatter.exposed_for(short) == pytest.approx(t / 2, rel=REL)
+    _, pre_gather, pre_scatter = calls("pre")
+    assert pre_gather.exposed_s < gather.exposed_s
+    assert pre_scatter.exposed_for(short) == pytest.approx(t - t / 4, rel=REL)  # half of it
+    with pytest.raises(ValueError, match="fsdp_backward_prefetch"):
+        CommAssumptions(fsdp_backward_prefetch="later")  # type: ignore[arg-type]
+
+
+def test_zero3_under_pp_gathers_once_hidden_and_scatters_once_exposed_per_step() -> None:
+    # torch.distributed.pipelining: parameters stay unsharded over the micro-batches and the
+    # FSDP post-backward (the reduce-scatters) runs after the last backward's compute
+    comm = CommAssumptions(links=PERFECT, dp_overlap_slowdown=0.0)
+    layout = Layout(dp=8, pp=2, zero=3)
+    work = stage_work(MODEL, tuple(range(4)), 4096, False, False)
+    ctx = replace(_context(MODEL, layout, comm), pipeline_keeps_unsharded=True)
+    found = [c for c in stage_collectives(work, PASSES, ctx) if c.axis == "dp"]
+    gather, scatter = found
+    assert [(c.kind, c.phase, c.count) for c in found] == [
+        ("all-gather", "step", 1),
+        ("reduce-scatter", "step", 1),
+    ]
+    assert scatter.exposed_s == pytest.approx(scatter.time_s, rel=REL)
+    # the gather hides behind the first forward (PASSES.forward_s) but for its first block
+    # (1 of the stage's 4): exposed = max(t / 4, t - forward)
+    t = gather.time_s
+    expected = max(t / 4, t - PASSES.forward_s)
+    assert gather.exposed_s == pytest.approx(expected, rel=REL)
+    short = replace(PASSES, forward_s=t / 2)  # a forward half the gather: half stays exposed
+    assert gather.exposed_for(short) == pytest.approx(t / 2, rel=REL)
+    # Megatron (the memory model's megatron behaviour) reshards per micro-batch under PP
+    megatron = [c for c in _collectives(MODEL, layout, comm) if c.axis == "dp"]
+    assert [c.phase for c in megatron] == ["forward", "backward", "backward"]
 
 
 def test_ring_context_parallel_sends_cp_minus_one_hops_per_layer() -> None:

@@ -162,6 +162,26 @@ def test_fsdp2_under_pipeline_parallelism_gathers_once_per_step() -> None:
     )
 
 
+def test_dtensor_sp_collectives_copy_their_whole_buffer_once_each(monkeypatch) -> None:
+    # batch-first SP on dim 1: every all-gather and reduce-scatter reads and writes its whole
+    # buffer once (torch.cat of the chunks); 4 per block forward, 4 backward and the 2
+    # all-gathers again under op-level SAC
+    work = _work(first=False, last=False)
+    layout = Layout(tp=8, micro_batch_size=2, recompute="selective", recompute_ops=True)
+    copies = pass_times(work, _ctx("torchtitan", layout))
+    plain = replace(FRAMEWORKS["torchtitan"], tp_chunk_cat=False)
+    monkeypatch.setitem(FRAMEWORKS, "torchtitan", plain)
+    pass_times.cache_clear()
+    none = pass_times(work, _ctx("torchtitan", layout))
+    pass_times.cache_clear()
+    one = 2 * (2 * 8192 * H * 2) / BANDWIDTH  # read + write b s h bf16
+    layers = LLAMA.num_hidden_layers
+    assert copies.forward_s - none.forward_s == pytest.approx(4 * layers * one, rel=1e-6)
+    gap = copies.backward_input_s - none.backward_input_s
+    assert gap == pytest.approx((4 + 2) * layers * one, rel=1e-6)
+    assert not FRAMEWORKS["megatron"].tp_chunk_cat  # sequence-first: gathers dim 0
+
+
 def test_the_fp32_loss_moves_14_bytes_forward_and_22_backward_per_logit() -> None:
     # forward: logits.float() 2+4, log_softmax 4+4; backward: nll_loss_backward's zero-filled
     # 4, log_softmax_backward 8+4, the cast back 4+2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -179,6 +180,54 @@ def test_torchtitan_runs_use_pytorch_memory_and_their_published_gpu():
     assert s.assumptions.memory.framework == "pytorch"
     assert s.cluster.gpu.memory_bytes == 96e9
     assert s.layout.zero == 3
+
+
+def test_the_500_w_hbm2e_h100_peaks_between_the_sxm_and_nvl_datasheet_figures():
+    # torchtitan's page: peak between H100 SXM and NVL; datasheet BF16 with sparsity 1,979
+    # (SXM) and 1,671 (NVL) TFLOPS, halved for dense; the midpoint is the named assumption
+    gpu = scenario(_with("torchtitan-2412-h100-llama31-8b-fsdp8")).cluster.gpu
+    assert gpu.bf16_flops_per_s == pytest.approx((1979 + 1671) / 4 * 1e12, rel=1e-3)
+    sxm = scenario(_with("mbridge-25.11-h100-llama3-8b-fp8cs")).cluster.gpu
+    assert gpu.fp8_flops_per_s / sxm.fp8_flops_per_s == pytest.approx(912.45 / 989.4, rel=1e-9)
+
+
+def test_a_lower_peak_slows_a_gemm_bound_step_by_nearly_its_ratio():
+    run = _with("torchtitan-2412-h100-llama31-70b-fsdp32-tp8")
+    s = scenario(run)
+    slow = estimate(s.model, s.cluster, s.layout, s.workload, s.assumptions)
+    full = replace(s.cluster, gpu=replace(s.cluster.gpu, bf16_flops_per_s=989.4e12,
+                                          fp8_flops_per_s=1978.9e12))  # fmt: skip
+    fast = estimate(s.model, full, s.layout, s.workload, s.assumptions)
+    ratio = slow.step_time_s / fast.step_time_s
+    # memory-bound work and collectives do not scale: between 1 and the peaks' ratio
+    assert 1.0 < ratio < 989.4 / 912.45
+
+
+def test_llama3_context_parallel_row_runs_the_papers_all_gather_exchange():
+    s = scenario(_with("llama3-405b-16384gpu-cp16-128k"))
+    assert s.assumptions.comm.cp_comm == "all-gather"
+    assert s.layout.schedule == "interleaved" and s.layout.virtual_stages == 2
+    assert s.assumptions.comm.zero2_grad_sync_per_step  # sec. 3.3.2: synchronizes each step
+    megatron = scenario(_with("mbridge-25.11-h100-llama31-405b-fp8cs"))
+    assert megatron.assumptions.comm.cp_comm == "p2p"
+    assert not megatron.assumptions.comm.zero2_grad_sync_per_step
+
+
+def test_pipelined_fsdp2_runs_gather_and_reduce_once_a_step_as_their_memory_keeps_them():
+    s = scenario(_with("torchtitan-2412-h100-llama31-405b-3d-1f1b"))
+    result = estimate(s.model, s.cluster, s.layout, s.workload, s.assumptions)
+    calls = [c for stage in result.stages for c in stage.collectives if c.axis == "dp"]
+    assert {(c.kind, c.phase) for c in calls} == {
+        ("all-gather", "step"),
+        ("reduce-scatter", "step"),
+    }
+
+
+def test_llm_foundry_runs_prefetch_fsdp_gathers_after_the_gradients_as_composer_does():
+    composer = scenario(_with("llmfoundry-h100-mpt-30b-8192-8gpu"))
+    assert composer.assumptions.comm.fsdp_backward_prefetch == "post"
+    titan = scenario(_with("torchtitan-2412-h100-llama31-8b-fsdp8"))
+    assert titan.assumptions.comm.fsdp_backward_prefetch == "pre"
 
 
 def test_forced_balance_and_deepep_describe_the_run_not_a_fit():

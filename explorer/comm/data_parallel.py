@@ -15,6 +15,7 @@ from explorer.comm.collectives import CollectiveKind
 from explorer.comm.step import (
     BACKWARD,
     FORWARD,
+    NO_WINDOW,
     Collective,
     Overlap,
     Phase,
@@ -73,10 +74,12 @@ def _ddp(
 def _zero12(
     group: str, params: float, label: str, passes: PassTimes, ctx: StageContext
 ) -> list[Collective]:
-    """ZeRO 1/2: gradient reduce-scatter (per step, or per micro-batch under ZeRO-2) and a
-    parameter all-gather per step behind the next forward."""
+    """ZeRO 1/2: gradient reduce-scatter (per step, or per micro-batch under ZeRO-2 unless
+    the stack accumulates first: CommAssumptions.zero2_grad_sync_per_step) and a parameter
+    all-gather per step behind the next forward."""
     floor = _bucket_floor(params, ctx)
-    phase: Phase = "backward" if ctx.layout.zero == 2 else "step"
+    per_microbatch = ctx.layout.zero == 2 and not ctx.assumptions.zero2_grad_sync_per_step
+    phase: Phase = "backward" if per_microbatch else "step"
     grads, weights = params * ctx.policy.grad_bytes, params * ctx.policy.param_bytes
     return [
         _on(ctx, group, "reduce-scatter", f"{label} gradients", phase, grads, passes,
@@ -91,17 +94,52 @@ def _zero3(
 ) -> list[Collective]:
     """ZeRO 3 / FSDP: per micro-batch, gather parameters for forward and for backward and
     reduce-scatter gradients, each prefetched a block ahead (the first block's is exposed);
-    the backward's gather and scatter share its compute."""
+    the backward's gather and scatter share its compute, or, with BACKWARD_POST prefetching
+    (CommAssumptions.fsdp_backward_prefetch), the gather is exposed and the scatter has the
+    backward to itself. Under pipeline parallelism, once per step where the stack keeps the
+    stage unsharded over the micro-batches (StageContext.pipeline_keeps_unsharded,
+    ``_zero3_pipelined``)."""
     floor = 1.0 / max(1, work.num_layers)
     weights, grads = params * ctx.policy.param_bytes, params * ctx.policy.grad_bytes
+    if ctx.layout.pp > 1 and ctx.pipeline_keeps_unsharded:
+        return _zero3_pipelined(group, weights, grads, label, passes, floor, ctx)
     forward, half_backward = (FORWARD, floor), (Window(backward=0.5), floor)
+    gather, scatter = half_backward, half_backward
+    if ctx.assumptions.fsdp_backward_prefetch == "post":  # the gather waits for the gradients
+        gather, scatter = (NO_WINDOW, 1.0), (BACKWARD, floor)
     return [
         _on(ctx, group, "all-gather", f"{label} parameters", "forward", weights, passes,
             forward),
         _on(ctx, group, "all-gather", f"{label} parameters", "backward", weights, passes,
-            half_backward),
+            gather),
         _on(ctx, group, "reduce-scatter", f"{label} gradients", "backward", grads, passes,
-            half_backward),
+            scatter),
+    ]  # fmt: skip
+
+
+def _zero3_pipelined(
+    group: str,
+    weights: float,
+    grads: float,
+    label: str,
+    passes: PassTimes,
+    floor: float,
+    ctx: StageContext,
+) -> list[Collective]:
+    """ZeRO 3 / FSDP2 under a pipeline schedule: the parameters are gathered once, in the
+    first micro-batch's forward (prefetched a block at a time: the first block's is exposed),
+    and kept unsharded over the micro-batches; the gradients accumulate and are
+    reduce-scattered once, after the last micro-batch's backward has finished: exposed.
+    Source: torch.distributed.pipelining stage.py backward_maybe_with_nosync (FSDP modules:
+    gradient sync and reshard only on the last backward, whose post-backward the stage calls
+    by hand once that backward is done); torchtitan parallelize_llama.py apply_fsdp
+    (reshard_after_forward False when PP is on); the same rule as the compute side's
+    explorer.compute.framework.fsdp_copies_per_microbatch."""
+    return [
+        _on(ctx, group, "all-gather", f"{label} parameters", "step", weights, passes,
+            (FORWARD, floor)),
+        _on(ctx, group, "reduce-scatter", f"{label} gradients", "step", grads, passes,
+            (NO_WINDOW, 1.0)),
     ]  # fmt: skip
 
 

@@ -22,15 +22,17 @@ from explorer.comm.step import (
     window_s,
 )
 from explorer.compute import PassTimes, StageWork
+from explorer.specs import Layout
 
 
 def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:
     """TP all-reduces (all-gather + reduce-scatter under SP) of one micro-batch, per rank.
 
     Ledger: 2 per block forward (attention and MLP outputs), 2 backward, 2 more backward with
-    full recompute; bytes b (s / cp) h x activation bytes. Source: Shoeybi et al. 2019
-    (arXiv:1909.08053) sec. 3 (f and g operators); Korthikanti et al. 2022 (arXiv:2205.05198)
-    sec. 4.2.2 (SP: the same bytes as a gather plus a scatter).
+    full recompute; bytes b (s / cp) h x activation bytes. Under SP with torchtitan's op-level
+    SAC the backward also repeats the forward's 2 all-gathers (``sac_regathers``). Source:
+    Shoeybi et al. 2019 (arXiv:1909.08053) sec. 3 (f and g operators); Korthikanti et al. 2022
+    (arXiv:2205.05198) sec. 4.2.2 (SP: the same bytes as a gather plus a scatter).
     """
     if ctx.layout.tp == 1 or work.num_layers == 0:
         return []
@@ -44,6 +46,7 @@ def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     windows = (Window(forward=part), Window(backward=part))
     what = ("layer activations", "activation gradients")
     share = ctx.assumptions.tp_overlap
+    regather = per_pass if sac_regathers(ctx.layout) else 0
     return [
         c
         for kind in kinds
@@ -53,12 +56,25 @@ def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
             kind=kind,
             what=what,
             size_bytes=size,
-            counts=counts,
+            counts=(counts[0], counts[1] + (regather if kind == "all-gather" else 0)),
             passes=passes,
             windows=windows,
             share=share,
         )
     ]
+
+
+def sac_regathers(layout: Layout) -> bool:
+    """Whether the backward repeats the forward's sequence-parallel all-gathers: torchtitan's
+    op-level selective activation checkpointing saves the outputs of the ops in its
+    ``_save_list`` (mm, SDPA, ``_c10d_functional.reduce_scatter_tensor``, max) and recomputes
+    the rest, so the all-gathers before attention and the MLP (``all_gather_into_tensor``, not
+    in the list) run again before their block's backward. Source: torchtitan
+    torchtitan/models/llama3/infra/parallelize.py (820504e, 2025-06) and
+    parallelisms/parallelize_llama.py (9dec370, 2024-12), ``_save_list`` and
+    ``_apply_ac_to_transformer_block``; torch.utils.checkpoint CheckpointPolicy
+    PREFER_RECOMPUTE for unlisted ops."""
+    return layout.recompute_ops and layout.recompute == "selective" and layout.sp
 
 
 def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> list[Collective]:

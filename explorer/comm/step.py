@@ -24,7 +24,11 @@ Per micro-batch (phase ``forward`` / ``backward``, added to the stage's pass tim
   Megatron-LM's 1F1B exchanges are blocking (send_forward_recv_backward), so exposed.
 - ZeRO-2: reduce-scatter of each micro-batch's gradients; ZeRO-3 / FSDP: all-gather of the
   parameters in forward and again in backward, reduce-scatter of gradients, prefetched one
-  block ahead (Zhao et al. 2023, PyTorch FSDP, arXiv:2304.11277, sec. 3.3).
+  block ahead (Zhao et al. 2023, PyTorch FSDP, arXiv:2304.11277, sec. 3.3). Where the stack
+  accumulates gradients over the micro-batches they are reduced once a step: ZeRO-2 as ZeRO-1
+  below (Llama 3, arXiv:2407.21783, sec. 3.3.2; CommAssumptions.zero2_grad_sync_per_step),
+  ZeRO-3 under a torch.distributed.pipelining schedule gathering once in the first forward and
+  reduce-scattering after the last backward (explorer.comm.data_parallel).
 Per step (phase ``step``, after the pipeline):
 - DP (ZeRO 0): all-reduce of the gradients, bucketed and overlapped with the last
   micro-batch's backward except the last bucket (Li et al. 2020, PyTorch DDP,
@@ -54,6 +58,7 @@ from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 
 Phase = Literal["forward", "backward", "step"]
 CpComm = Literal["p2p", "all-gather", "all-to-all"]
+FsdpPrefetch = Literal["pre", "post"]
 
 
 class Window(NamedTuple):
@@ -167,6 +172,24 @@ class CommAssumptions:
     as ``ComputeAssumptions.comm_sm_share`` (DeepEP README: SM number control; Megatron-Core
     moe_deepep_num_sms 20, moe_hybridep_num_sms 16). 0 models free overlap."""
 
+    fsdp_backward_prefetch: FsdpPrefetch = "pre"
+    """When ZeRO-3 / FSDP issues the next unit's all-gather in the backward: "pre", before the
+    current unit's gradient computation (FSDP1 BackwardPrefetch.BACKWARD_PRE, FSDP2's
+    prefetch), so it hides behind it; "post", after it (BACKWARD_POST), so the next unit's
+    gradients wait for their gather: exposed, while the reduce-scatter hides behind the next
+    unit's gradients. Source: PyTorch torch/distributed/fsdp/api.py BackwardPrefetch;
+    _runtime_utils.py _post_backward_hook (the prefetch is issued before the reduce-scatter).
+    Composer (LLM Foundry's trainer) defaults to BACKWARD_POST (composer/trainer/
+    dist_strategy.py, fsdp_config.get('backward_prefetch', 'BACKWARD_POST'))."""
+
+    zero2_grad_sync_per_step: bool = False
+    """ZeRO-2 accumulates the gradients over the micro-batches and reduce-scatters them once a
+    step, behind the last backward (Llama 3's FSDP: arXiv:2407.21783 sec. 3.3.2, data
+    parallelism "synchronizes after each training step", and sec. 3.3.4, FP32 gradient
+    accumulation over micro-batches, then an FP32 reduce-scatter). False: a reduce-scatter per
+    micro-batch inside its backward, as PyTorch FSDP SHARD_GRAD_OP (the post-backward final
+    callback waits for it) and DeepSpeed ZeRO-2 run it."""
+
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "cp", "ep", "dualpipe_ep", "pp"):
             value = getattr(self, f"{name}_overlap")
@@ -182,6 +205,10 @@ class CommAssumptions:
             )
         if self.dp_bucket_params <= 0:
             raise ValueError(f"dp_bucket_params must be positive, got {self.dp_bucket_params}")
+        if self.fsdp_backward_prefetch not in ("pre", "post"):
+            raise ValueError(
+                f"fsdp_backward_prefetch must be pre or post, got {self.fsdp_backward_prefetch!r}"
+            )
         if self.cp_comm not in ("p2p", "all-gather", "all-to-all"):
             raise ValueError(f"cp_comm must be p2p, all-gather or all-to-all, got {self.cp_comm!r}")
 
@@ -262,6 +289,11 @@ class StageContext:
     assumptions: CommAssumptions
     moe_imbalance: float = 1.0
     """Busiest EP rank's tokens over the mean."""
+    pipeline_keeps_unsharded: bool = False
+    """ZeRO-3 under pipeline parallelism keeps the stage's weights gathered and its gradients
+    unsharded over the micro-batches (the memory model's framework behaviour of that name,
+    explorer.memory.frameworks: PyTorch's torch.distributed.pipelining yes, Megatron no), so
+    its collectives run once a step (explorer.comm.data_parallel)."""
     microbatches: int = 0
     """Micro-batches per step on one pipeline (explorer.comm.model_parallel.paired_share); 0:
     not known, every micro-batch counted as paired (the search's bounds: a lower bound)."""

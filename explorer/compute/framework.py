@@ -60,6 +60,10 @@ class FrameworkProfile:
     """Under ZeRO-3, FSDP1's flat parameter: the backward of its views gathers the
     parameters' gradients into the flat gradient, and the post-backward hook casts it to the
     reduce dtype before the reduce-scatter (fsdp1_grad_bytes_per_param)."""
+    tp_chunk_cat: bool = False
+    """Tensor parallelism through DTensor on batch-first activations: sequence parallelism
+    shards dim 1, so every SP all-gather and reduce-scatter copies the whole buffer once on
+    the compute stream (tp_chunk_cat_copies)."""
 
 
 FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
@@ -84,6 +88,7 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
         "models/norms.py RMSNorm run eager; train.py casts the logits with .float() before "
         "F.cross_entropy; optimizer.py builds AdamW with foreach=not fused (fused False); "
         "parallelize_llama.py applies FSDP2 fully_shard with bf16 params and fp32 reduce",
+        tp_chunk_cat=True,
     ),
     "torchtitan-compile": FrameworkProfile(
         ledger="compiled",
@@ -93,6 +98,7 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
         kernel_issue_s=EAGER_KERNEL_ISSUE_S,
         source="torchtitan 9dec370 parallelize_llama.py apply_compile: torch.compile of each "
         "TransformerBlock (fullgraph); the loss, FSDP2 hooks and optimizer stay eager",
+        tp_chunk_cat=True,
     ),
     "deepspeed": FrameworkProfile(
         ledger="eager",
@@ -114,6 +120,7 @@ FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
         source="plain PyTorch eager with FSDP2 (or DDP) and torch.optim.AdamW, whose default "
         "on CUDA tensors is the foreach implementation (torch/optim/optimizer.py "
         "_default_to_fused_or_foreach)",
+        tp_chunk_cat=True,
     ),
     "pytorch-fsdp1": FrameworkProfile(
         ledger="eager",
@@ -201,6 +208,28 @@ def fsdp_copies_per_microbatch(layout: Layout, microbatches: int) -> float:
     FSDP modules unsharded over the micro-batches and reduce-scatters after the last:
     stage.py, set_reshard_after_backward / set_requires_gradient_sync)."""
     return 1.0 if layout.pp == 1 else 1.0 / max(1, microbatches)
+
+
+def tp_chunk_cat_copies(layout: Layout, layers: int) -> tuple[float, float]:
+    """(forward, backward) full-buffer copies per micro-batch that DTensor's sequence-parallel
+    collectives make on batch-first activations ([b, s, h] sharded on dim 1): the functional
+    all-gather gathers along dim 0 and then runs torch.cat(torch.chunk(out, tp, 0), dim=1);
+    the reduce-scatter first runs torch.cat(torch.chunk(x, tp, dim=1)) to make dim 0 the
+    scattered one. Each copy reads and writes the whole (gathered / unscattered) buffer. Per
+    block: 2 all-gathers and 2 reduce-scatters forward, the mirror 4 backward, 4 more with full
+    recompute and 2 more (the all-gathers) under torchtitan's op-level SAC, as
+    explorer.comm.model_parallel.tp_collectives counts them. Source: PyTorch
+    torch/distributed/_functional_collectives.py all_gather_tensor and reduce_scatter_tensor
+    (gather_dim / scatter_dim != 0); torchtitan parallelize_llama.py apply_tp
+    (SequenceParallel and PrepareModuleInput on Shard(1)). Megatron-Core's SP is
+    sequence-first (gathers dim 0): no copy."""
+    if not layout.sp:
+        return 0.0, 0.0
+    forward = 4.0 * layers
+    backward = forward * (2 if layout.recompute == "full" else 1)
+    if layout.recompute_ops and layout.recompute == "selective":
+        backward += 2.0 * layers
+    return forward, backward
 
 
 def foreach_adam_bytes_per_param(policy: PrecisionPolicy) -> float:

@@ -28,6 +28,7 @@ from explorer.compute.framework import (
     fsdp_copy_bytes_per_param,
     issue_bound_s,
     loss_elements,
+    tp_chunk_cat_copies,
 )
 from explorer.compute.gemm import (
     BLOCK_SCALED_GEMM_SHARE,
@@ -356,8 +357,9 @@ def _framework_s(
     work: StageWork, ctx: ComputeContext, bandwidth: float, per_element: float
 ) -> tuple[float, float]:
     """(forward, backward) seconds of the framework profile's work beside the blocks' own:
-    the fp32 loss on the last stage and FSDP2's copies around its collectives (FSDP1's flat
-    gradient and its cast) under ZeRO-3 (explorer.compute.framework)."""
+    the fp32 loss on the last stage, FSDP2's copies around its collectives (FSDP1's flat
+    gradient and its cast) under ZeRO-3, and DTensor's copies around batch-first SP
+    collectives (explorer.compute.framework)."""
     profile, layout = framework_profile(ctx.assumptions.framework), ctx.layout
     forward = backward = 0.0
     if profile.fp32_loss and work.head_flops:
@@ -372,6 +374,10 @@ def _framework_s(
         if profile.fsdp1_flat_grads:
             b += fsdp1_grad_bytes_per_param(ctx.policy)
         forward, backward = forward + f * times, backward + b * times
+    if profile.tp_chunk_cat and work.num_layers:  # read + write the whole buffer per copy
+        f, b = tp_chunk_cat_copies(layout, work.num_layers)
+        copy = 2.0 * ctx.model.hidden_size * per_element
+        forward, backward = forward + f * copy, backward + b * copy
     return forward, backward
 
 

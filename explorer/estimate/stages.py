@@ -33,7 +33,11 @@ from explorer.compute import (
 )
 from explorer.estimate.offload import HostCopies
 from explorer.estimate.pipeline import PipelineModel
-from explorer.memory import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
+from explorer.memory import (
+    DEFAULT_TRAINING_ASSUMPTIONS,
+    TrainingAssumptions,
+    framework_behaviour,
+)
 from explorer.memory.activations import expert_load
 from explorer.partition import layout_chunk_sizes, pipeline_plan
 from explorer.precision import precision_policy
@@ -141,6 +145,7 @@ def stage_context(
         groups=place_groups(cluster, layout),
         assumptions=assumptions.comm,
         moe_imbalance=expert_load(model, assumptions.memory),
+        pipeline_keeps_unsharded=framework_behaviour(assumptions.memory).pipeline_keeps_unsharded,
         microbatches=workload.global_batch_size // (layout.dp * layout.micro_batch_size),
     )
 

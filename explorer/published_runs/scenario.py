@@ -25,6 +25,7 @@ from explorer.specs import (
     RECOMPUTE_MODULES,
     ClusterSpec,
     Fp8Recipe,
+    GpuSpec,
     Layout,
     ModelSpec,
     Precision,
@@ -163,6 +164,11 @@ def _unmodelled(run: PublishedRun) -> tuple[str, ...]:
         (partial_graphs, f"CUDA graphs ({run.cuda_graphs})"),
         (run.torch_compile and run.framework != "torchtitan", "torch.compile"),
         (run.async_tp, "async TP"),
+        (
+            run.framework == "torchtitan" and run.tp > 1 and run.precision in FP8_RECIPE_OF,
+            "float8 TP all-gathers (torchao Float8ColwiseParallel / PrepareFloat8ModuleInput "
+            "gather the float8 input: the core gathers, and copies, 2 bytes per element)",
+        ),
     )
     return tuple(words for on, words in flags if on)
 
@@ -176,7 +182,24 @@ def _cluster(run: PublishedRun) -> ClusterSpec:
         gpu = replace(gpu, memory_bytes=int(run.gpu_memory_gb * 1e9))
     if run.gpu_hbm_tb_per_s is not None:
         gpu = replace(gpu, hbm_bytes_per_s=run.gpu_hbm_tb_per_s * 1e12)
+    if run.gpu_bf16_tflops is not None:
+        gpu = with_bf16_peak(gpu, run.gpu_bf16_tflops * 1e12)
     return replace(cluster, gpu=gpu)
+
+
+def with_bf16_peak(gpu: GpuSpec, bf16_flops_per_s: float) -> GpuSpec:
+    """``gpu`` at another dense BF16 peak, its FP8 and TF32 peaks scaled alike: a lower
+    sustained clock (a power limit, another SKU of the same die) slows every tensor-core format
+    by the same factor, and the GEMM and attention figures, shares of the peak
+    (explorer.compute.gemm, explorer.compute.attention), follow it."""
+    scale = bf16_flops_per_s / gpu.bf16_flops_per_s
+    return replace(
+        gpu,
+        bf16_flops_per_s=bf16_flops_per_s,
+        fp8_flops_per_s=gpu.fp8_flops_per_s * scale if gpu.fp8_flops_per_s else None,
+        tf32_flops_per_s=gpu.tf32_flops_per_s * scale if gpu.tf32_flops_per_s else None,
+        fp4_flops_per_s=gpu.fp4_flops_per_s * scale if gpu.fp4_flops_per_s else None,
+    )
 
 
 TE_FP8_ELEMENT_BYTES: Final = {
@@ -269,6 +292,12 @@ def _dispatch_and_graphs(run: PublishedRun) -> dict[str, Any]:
     return fields
 
 
+STEP_GRAD_SYNC_FRAMEWORKS: Final = ("Meta (Llama 3 paper)",)
+"""Stacks whose sharded data parallelism accumulates gradients over the micro-batches and
+reduce-scatters once a step (CommAssumptions.zero2_grad_sync_per_step). Source: Llama 3 paper
+(arXiv:2407.21783) sec. 3.3.2 (FSDP "synchronizes after each training step") and sec. 3.3.4
+(FP32 gradient accumulation over micro-batches, FP32 reduce-scatter)."""
+
 DEEPEP_SMS: Final = 20
 """SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
 Source: DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.2 (20 of the H800's 132 SMs)."""
@@ -296,7 +325,12 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         **_dispatch_and_graphs(run),
     )
     comm = replace(
-        base.comm, ep_domain_dedup=run.ep_dispatcher != "alltoall", fp8_dispatch=run.fp8_dispatch
+        base.comm,
+        ep_domain_dedup=run.ep_dispatcher != "alltoall",
+        fp8_dispatch=run.fp8_dispatch,
+        cp_comm=run.cp_comm,
+        fsdp_backward_prefetch="post" if run.framework == "LLM Foundry" else "pre",
+        zero2_grad_sync_per_step=run.framework in STEP_GRAD_SYNC_FRAMEWORKS,
     )
     compute = replace(
         base.compute,

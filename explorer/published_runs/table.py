@@ -84,6 +84,9 @@ class PublishedRun(BaseModel):
     """The run's GPU memory (decimal GB) where it differs from the preset."""
     gpu_hbm_tb_per_s: float | None = None
     """The run's HBM bandwidth (TB/s) where it differs from the preset."""
+    gpu_bf16_tflops: float | None = Field(default=None, gt=0)
+    """The run's dense BF16 peak (TFLOP/s) where its GPU variant or power limit differs from
+    the preset; the FP8, TF32 and FP4 peaks scale with it (explorer.published_runs.scenario)."""
     gpus: int = Field(gt=0)
     tp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
@@ -133,6 +136,9 @@ class PublishedRun(BaseModel):
     """torchtitan's [model] norm_type where the run's train config sets one ("fused_rmsnorm":
     a Triton kernel; empty: the framework's default)."""
     async_tp: bool = False
+    cp_comm: Literal["p2p", "all-gather", "all-to-all"] = "p2p"
+    """The context-parallel exchange as published: p2p ring (Megatron-Core), all-gather of K
+    and V (Llama 3, arXiv:2407.21783, sec. 3.3.2) or all-to-all (DeepSpeed-Ulysses)."""
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] = "alltoall"
     moe_a2a_overlap: bool = False
     fp8_dispatch: bool = False

@@ -27,6 +27,7 @@ from explorer.compute import (
     stage_work,
 )
 from explorer.estimate import EstimateAssumptions
+from explorer.memory import framework_behaviour
 from explorer.memory.activations import expert_load
 from explorer.mesh import Candidate, Problem
 from explorer.precision import precision_policy
@@ -99,6 +100,12 @@ class Contexts:
     def moe_imbalance(self) -> float:
         return expert_load(self.p.model, self.a.memory)  # as the estimate (estimate.stages)
 
+    @cached_property
+    def pipeline_keeps_unsharded(self) -> bool:
+        """The memory framework's behaviour the ZeRO-3 calls under PP follow (as the estimate:
+        explorer.estimate.stages.stage_context)."""
+        return framework_behaviour(self.a.memory).pipeline_keeps_unsharded
+
     def compute(self, layout: Layout) -> ComputeContext:
         """The compute context of ``layout`` (explorer.estimate.stages)."""
         return ComputeContext(
@@ -140,6 +147,7 @@ class Contexts:
             groups=self.placements(layout),
             assumptions=self.a.comm,
             moe_imbalance=self.moe_imbalance,
+            pipeline_keeps_unsharded=self.pipeline_keeps_unsharded,
         )
 
     def work(self, layers: tuple[int, ...], first: bool, last: bool) -> StageWork:

@@ -38,6 +38,13 @@ def _dualpipe_overlap(layout: Layout | Shape) -> bool:
     return layout.schedule in ("dualpipe", "dualpipev")
 
 
+def _op_sac_regathers(layout: Layout | Shape) -> bool:
+    """``explorer.comm.model_parallel.sac_regathers`` (op-level SAC repeats the SP
+    all-gathers): a search's layouts never set ``recompute_ops``, so always False there."""
+    ops = getattr(layout, "recompute_ops", False)
+    return bool(ops) and layout.recompute == "selective" and layout.tp > 1
+
+
 class Shape(NamedTuple):
     """The searched fields of a layout, named as ``Layout`` names them: cheap to build per
     lookup (a ``Layout`` validates itself), and the one source of the ``Layout`` a cache
@@ -114,12 +121,13 @@ MODEL_GROUPS = ("tp", "cp", "ep", "etp")
 
 MODEL_COLLECTIVES = View(
     ("tp", "cp", "ep", "etp", "sequence_parallel", "micro_batch_size"),
-    (_full_recompute, _dualpipe_overlap),
+    (_full_recompute, _dualpipe_overlap, _op_sac_regathers),
 )
 """``explorer.comm.inventory.model_collectives`` without the pipeline sends: TP, CP and EP
-calls per micro-batch (full recompute adds backward calls; DualPipe and DualPipeV hide the
-all-to-alls), given the pass times they hide behind and the placements of ``MODEL_GROUPS``
-(``placement_key``): dp and pp reach them only through where those groups sit."""
+calls per micro-batch (full recompute and op-level SAC add backward calls; DualPipe and
+DualPipeV hide the all-to-alls), given the pass times they hide behind and the placements of
+``MODEL_GROUPS`` (``placement_key``): dp and pp reach them only through where those groups
+sit."""
 
 _PLACEMENT = attrgetter(*(f.name for f in dataclasses.fields(GroupPlacement)))
 
