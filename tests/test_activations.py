@@ -309,3 +309,36 @@ def test_a_longer_sequence_never_lowers_activations(
     assert block_activation_bytes(model, kind, long, a, recompute) >= block_activation_bytes(
         model, kind, short, a, recompute
     )
+
+
+def test_each_nemotron_h_stage_saves_its_own_blocks() -> None:
+    from architecture_configs import NEMOTRON_H_8B
+
+    from explorer.hf_config import model_from_config
+    from explorer.memory.assumptions import TrainingAssumptions
+    from explorer.memory.stage_activations import activation_ledger
+    from explorer.memory.tensors import ActivationShape
+    from explorer.partition import StagePlan
+
+    # the 8B's shapes with the pattern "**M-": attention, attention, Mamba2, MLP
+    model = model_from_config(NEMOTRON_H_8B | {"hybrid_override_pattern": "**M-",
+                                               "num_hidden_layers": 4})  # fmt: skip
+    x = ActivationShape(seq_len=1024, micro_batch_size=1, tp=1, sp=False, cp=1, etp=1,
+                        dtype_bytes=2)  # fmt: skip
+    a = TrainingAssumptions()  # FlashAttention, no dropout
+    first = StagePlan(stage=0, layers=(0, 1), num_moe_layers=0, has_embedding=True,
+                      has_head=False)  # fmt: skip
+    last = StagePlan(stage=1, layers=(2, 3), num_moe_layers=0, has_embedding=False,
+                     has_head=True)  # fmt: skip
+    # one attention block, s = 1024, h = 4096, 32 heads and 8 KV heads of 128, bf16: norm input,
+    # QKV input, q and the output s h x 2 bytes (8,388,608 each), k and v 1024 x 1024 x 2
+    # (2,097,152 each), fp32 log-sum-exp 32 x 1024 x 4 = 131,072: 37,879,808 bytes
+    attention = 4 * 8_388_608 + 2 * 2_097_152 + 131_072
+    stage0 = activation_ledger(model, first, x, a, "none").blocks
+    assert stage0 == pytest.approx(2 * attention, rel=1e-12)
+    # the two stages together save what the four blocks save, the mix split as the blocks are
+    stage1 = activation_ledger(model, last, x, a, "none").blocks
+    mean = activation_ledger(model, StagePlan(0, (0, 1, 2, 3), 0, True, True), x, a, "none")
+    assert stage0 + stage1 == pytest.approx(mean.blocks, rel=1e-12)
+    # the model-wide mix charged each stage half the four blocks (the MLP of 21,504 is heavy)
+    assert stage1 > mean.blocks / 2 > stage0

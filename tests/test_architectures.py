@@ -633,3 +633,27 @@ def test_decode_reads_only_the_window_chunk_or_top_k() -> None:
     assert decode_context(nh, (0, 7), 4096) == 4096  # block 7 is attention
     with pytest.raises(ValueError, match="at least 1 token"):
         decode_keys_read(g3, 0, 0)
+
+
+def test_nemotron_h_blocks_move_their_own_elementwise_bytes() -> None:
+    from explorer.compute.elementwise import mamba_scan_ledger, stage_traffic
+    from explorer.compute.work import stage_work
+    from explorer.specs import Layout
+
+    model = model_from_config(NEMOTRON_H_8B)  # I = 128 x 64 = 8192, H 128, G N 8 x 128, Q 128
+    scan = mamba_scan_ledger(model, Layout())
+    # conv 2 (8192 + 2048) = 20,480; cumsum 128 + 4 x 128 = 640; chunk states 8192 + 1024 +
+    # 512 + 2 x 8192 = 26,112; passing 3 x 8192 = 24,576; C B^T 2048 + 2 x 8 x 128 = 4,096;
+    # scan 2048 + 8192 + 512 + 1024 + 8192 + 8192 = 28,160; gated norm 3 x 8192 = 24,576
+    assert scan.forward == 128_640
+    assert scan.backward == 2 * 128_640 + 128_640 - 28_160 - 24_576  # + the first five again
+    # "**M-": a stage of the two attention blocks moves a norm and a residual each (5 h);
+    # the other a Mamba2 block (5 h + the scan) and an MLP block (5 h + relu2's 2 x 21,504)
+    pattern = model_from_config(NEMOTRON_H_8B | {"hybrid_override_pattern": "**M-",
+                                                 "num_hidden_layers": 4})  # fmt: skip
+    first = stage_work(pattern, (0, 1), 4096, True, False)
+    last = stage_work(pattern, (2, 3), 4096, False, True)
+    flash, fused = (True, False), "fused"
+    assert stage_traffic(first, pattern, Layout(), 4096, *flash, fused).blocks == 2 * 5 * 4096
+    expected = 5 * 4096 + 128_640 + 5 * 4096 + 2 * 21_504
+    assert stage_traffic(last, pattern, Layout(), 4096, *flash, fused).blocks == expected

@@ -532,3 +532,18 @@ def test_the_report_says_how_far_to_trust_its_numbers(report):
     assert expected_error("step_time") in section.bullets
     assert report.results["accuracy"]["memory"] == expected_error("memory")
     assert expected_error("memory") in report_markdown(report)
+
+
+def test_the_serving_report_prices_its_layouts_per_million_output_tokens(serving_report):
+    gpu = resolve_cluster(SERVING.cluster).gpu
+    assert gpu.price_per_gpu_hour is not None  # the preset's published price
+    first = serving_report.results["serving"]["layouts"][0]
+    (priced, *_) = serving_report.results["serving"]["cost"]
+    assert priced["label"] == first["label"]
+    gpus = first["tp"] * first["pp"] * first["ep"]
+    per_replica = first["tokens_per_s"] / first["replicas"]
+    # the replica's GPUs x the hourly price over 3,600 s, per output token, x 10^6
+    expected = gpus * gpu.price_per_gpu_hour / 3600 / per_replica * 1e6
+    assert priced["cost_per_million_output_tokens_usd"] == pytest.approx(expected, rel=EXACT)
+    (table,) = [t for t in serving_report.section("serving").tables if t.title == "Serving cost"]
+    assert table.frame["US$ per M output tokens"].iloc[0] == pytest.approx(expected, rel=EXACT)

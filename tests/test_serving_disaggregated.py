@@ -43,6 +43,15 @@ def test_kv_transfer_of_one_deepseek_prompt_matches_the_hand_count():
     assert t.bandwidth_bytes_per_s == pytest.approx(70_272_000 / t.seconds, rel=1e-12)
 
 
+def test_a_windowed_model_sends_only_its_windows_kv():
+    from explorer.presets import load_model
+
+    mistral = load_model("mistral-7b")  # a window of 4096 on all 32 blocks, 4,096 bytes each
+    w = replace(W, prompt_len=16_384, weights_dtype="bf16")
+    t = kv_transfer(mistral, H200_TWO_NODES, ServingLayout(), w, A)
+    assert t.bytes_per_request == 32 * 4096 * 4096  # 536,870,912, not 16,384 x 131,072
+
+
 def test_prefill_rate_is_the_step_over_the_prompt_tokens_it_packs():
     layout = ServingLayout(tp=2)
     r = prefill_rate(LLAMA_70B, H100_TWO_NODES, layout, W, A)

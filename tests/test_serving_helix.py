@@ -68,3 +68,23 @@ def test_the_latency_users_trade_off_puts_helix_ahead_of_tp_and_kv_parallel_alon
     assert most_users(8) >= 4 * most_users(1)
     assert latency(8, 4) < latency(1, 4) and latency(8, 4) < latency(64, 4)
     assert latency(8, 4) == min(latency(k, 4) for k in (1, 2, 4, 8, 16, 32, 64))
+
+
+def test_beyond_the_window_a_helix_step_reads_the_same_bytes_at_any_context():
+    from explorer.presets import load_gpu
+    from explorer.specs import ClusterSpec
+
+    mistral = load_model("mistral-7b")  # a window of 4096 on every block
+    node = ClusterSpec(gpu=load_gpu("h100-sxm"))
+    steps = [
+        helix_decode_step(
+            mistral, node, ServingLayout(tp=4), 2,
+            ServingWorkload(prompt_len=prompt, output_len=1024, concurrency=8),
+            ServingAssumptions(), 8,
+        ).roofline
+        for prompt in (16_384, 65_536)
+    ]  # fmt: skip
+    # each block reads its 4096-key window, so KV parallelism takes half of those bytes off
+    assert steps[0].memory_s == pytest.approx(steps[1].memory_s, rel=1e-12)
+    assert steps[0].compute_s == pytest.approx(steps[1].compute_s, rel=1e-12)
+    assert steps[0].memory_s > 0

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
+
+from explorer.scenario import ServingInputs
 
 APP = str(Path(__file__).parents[1] / "app.py")
 PAGE = "explorer/ui/pages/serving.py"
@@ -53,3 +57,27 @@ def test_the_serving_page_decodes_its_best_layout_speculatively():
     lines = [m.value for m in at.markdown if "tokens a step of" in m.value]
     # acceptance 0.85 and k = 3: (1 - 0.85^4) / 0.15 = 3.19 tokens a step
     assert len(lines) == 1 and "3.19 tokens a step" in lines[0] and "3 draft passes" in lines[0]
+
+
+def test_the_serving_page_prices_each_layout_and_sizes_a_target_rate():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["workload"] = "serving"
+    at.run()
+    at.switch_page(PAGE).run()
+    at.number_input(key="serving_price_per_gpu_hour").set_value(2.0)
+    at.number_input(key="serving_target_rps").set_value(10.0).run()
+    assert not at.exception
+    (layouts,) = [d.value for d in at.dataframe if "output tokens/s" in d.value.columns]
+    (cost,) = [d.value for d in at.dataframe if "US$ per M output tokens" in d.value.columns]
+    fits = layouts[layouts["fits"]].reset_index(drop=True)
+    assert list(cost["layout"]) == list(fits["layout"])
+    row, priced = fits.iloc[0], cost.iloc[0]
+    gpus = row["TP"] * row["PP"] * row["EP"]  # a replica's GPUs
+    per_replica = row["output tokens/s"] / row["replicas"]
+    # gpus x $2 an hour over 3,600 s, per output token, x 10^6
+    assert priced["US$ per M output tokens"] == pytest.approx(gpus * 2.0 / 3600 / per_replica * 1e6)
+    # 10 requests/s over the replica's output tokens/s / output tokens per request, rounded up
+    output_len = ServingInputs().output_len  # the default scenario's
+    replicas = math.ceil(10.0 / (per_replica / output_len) - 1e-12)
+    assert priced["replicas for the target"] == replicas
+    assert priced["GPUs for the target"] == replicas * gpus

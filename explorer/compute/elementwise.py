@@ -295,6 +295,87 @@ def block_ledger(
     return found + extra
 
 
+FP32 = 2.0
+"""An fp32 element counted in 2-byte activation elements."""
+
+
+def mamba_scan_ledger(model: ModelSpec, layout: Layout) -> Ledger:
+    """A Mamba2 mixer's memory-bound kernels per token per GPU (all but in_proj and out_proj).
+
+    Widths per GPU (Megatron-Core MambaMixer shards heads and groups over TP): d_inner
+    I = H P, groups x state G N, heads H; chunk Q. Forward, 7 kernels, in 2-byte elements:
+    causal_conv1d with SiLU over x, B, C reads and writes I + 2 G N each (2 (I + 2 G N));
+    _chunk_cumsum_fwd reads dt and writes dt and dA_cumsum in fp32 (5 H); _chunk_state_fwd
+    reads x, B, dt and dA_cumsum (I + G N + 4 H) and writes each chunk's H x P x N state in fp32
+    (2 I N / Q); _state_passing_fwd reads them and writes bf16 states (3 I N / Q);
+    _bmm_chunk_fwd reads C and B (2 G N) and writes C B^T, G x Q x Q per chunk in fp32 (2 G Q);
+    _chunk_scan_fwd reads C B^T, x, dt, dA_cumsum, C and the states and writes y
+    (2 G Q + I + 4 H + G N + I N / Q + I); the gated RMSNorm reads y and z, writes I (3 I).
+    Backward: twice the forward (the module's convention) plus what it recomputes (the
+    convolution, dA_cumsum, C B^T, the chunk states and their passing: the first five forward
+    kernels again). Source: Dao & Gu 2024, Mamba-2 (arXiv:2405.21060) sec. 6 (chunked SSD:
+    intra-chunk C B^T, chunk states, state passing, output) and sec. 7 (the block: x, B, C
+    through the short convolution, the extra normalisation gated by z);
+    state-spaces/mamba ops/triton/ssd_combined.py (_mamba_chunk_scan_combined_fwd / _bwd,
+    MambaSplitConv1dScanCombinedFn: states_in_fp32, CB in float32, conv recomputed)."""
+    tp = layout.tp
+    inner = model.mamba_inner_size / tp
+    heads = model.mamba_num_heads / tp
+    groups = model.mamba_n_groups / min(tp, model.mamba_n_groups)  # whole past G ranks
+    q, n = model.mamba_chunk_size, model.ssm_state_size
+    gn = groups * n
+    states = inner * n / q  # chunk states per token
+    conv = 2 * (inner + 2 * gn)
+    cumsum = heads + 2 * FP32 * heads
+    chunk_state = inner + gn + 2 * FP32 * heads + FP32 * states
+    passing = FP32 * states + states
+    bmm = 2 * gn + FP32 * groups * q
+    scan = FP32 * groups * q + inner + 2 * FP32 * heads + gn + states + inner
+    gated_norm = 3 * inner
+    forward = conv + cumsum + chunk_state + passing + bmm + scan + gated_norm
+    recomputed = conv + cumsum + chunk_state + passing + bmm
+    return Ledger(forward, 2 * forward + recomputed, 7, 14 + 5)
+
+
+def single_module_ledger(
+    model: ModelSpec,
+    layout: Layout,
+    kind: str,
+    ledger: MemoryBoundLedger,
+    dropout: bool,
+    fused_norm: bool = False,
+) -> Ledger:
+    """One Nemotron-H block of one sub-module (``kind``: "mamba", "attention" or "mlp"): its
+    pre-norm and residual add (half of a transformer block's: transformers NemotronHBlock, one
+    norm and one residual per block), then the Mamba2 mixer's kernels (``mamba_scan_ledger``),
+    the attention's RoPE and GQA repeat as ``block_ledger`` counts them, or the MLP's
+    activation; one residual dropout mask."""
+    width = model.hidden_size / (layout.tp if layout.sp else 1)
+    one_kernel = ledger != "eager" or fused_norm or model.norm_kind == "layernorm"
+    norm = one_norm if one_kernel else eager_rmsnorm
+    found = norm(width) + residual(width)
+    if dropout:
+        found = found + Ledger(
+            DROPOUT_MASK_ELEMENTS * width, 2 * DROPOUT_MASK_ELEMENTS * width, 0, 0
+        )
+    if kind == "mamba":
+        return found + mamba_scan_ledger(model, layout)
+    if kind == "mlp":
+        f = model.intermediate_size / layout.tp
+        act = eager_activation(model, f) if ledger == "eager" else fused_activation(model, f)
+        return found + act
+    if ledger == "fused":  # as block_ledger's fused ledger: TE fuses RoPE, no repeat
+        return found
+    q, k = _attention_widths(model, layout.tp)
+    if ledger == "eager" and not model.learned_position_embeddings:
+        found = found + eager_rope(q) + eager_rope(k)
+    elif ledger == "compiled" and not model.learned_position_embeddings:
+        found = found + Ledger(2 * (q + k), 4 * (q + k), 1, 2)
+    if not model.is_mla and model.kv_heads < model.num_attention_heads:
+        found = found + repeat_kv(k, q) * 2
+    return found
+
+
 def stage_traffic(
     work: StageWork,
     model: ModelSpec,
@@ -313,6 +394,9 @@ def stage_traffic(
     same under every ledger (backward twice).
     """
     glue = triton_attention and ledger != "fused"
+    if model.single_module_blocks:  # Nemotron-H: each block by its own sub-module
+        return _single_module_traffic(work, model, layout, seq_len, flash, dropout, ledger,
+                                      fused_norm)  # fmt: skip
     dense = block_ledger(model, layout, False, ledger, dropout, fused_norm, glue)
     moe = dense
     if model.is_moe:
@@ -320,6 +404,39 @@ def stage_traffic(
     blocks = dense * (work.num_layers - work.num_moe_layers) + moe * work.num_moe_layers
     attention = attention_elements_per_layer(model, layout, seq_len, flash, dropout)
     attention *= work.num_layers
+    return Traffic(
+        blocks=blocks.forward + attention,
+        attention=attention,
+        backward=blocks.backward + 2 * attention,
+        forward_launches=blocks.forward_launches,
+        backward_launches=blocks.backward_launches,
+    )
+
+
+def _single_module_traffic(
+    work: StageWork,
+    model: ModelSpec,
+    layout: Layout,
+    seq_len: int,
+    flash: bool,
+    dropout: bool,
+    ledger: MemoryBoundLedger,
+    fused_norm: bool,
+) -> Traffic:
+    """``stage_traffic`` of a Nemotron-H stage: its Mamba2, attention and MLP blocks each by
+    ``single_module_ledger``, the softmax (without FlashAttention) on its attention blocks."""
+    counts = (
+        ("mamba", work.num_mamba_layers),
+        ("attention", work.num_attention_only_layers),
+        ("mlp", work.num_ffn_only_layers),
+    )
+    blocks = Ledger(0.0, 0.0, 0, 0)
+    for kind, count in counts:
+        if count:
+            one = single_module_ledger(model, layout, kind, ledger, dropout, fused_norm)
+            blocks = blocks + one * count
+    attention = attention_elements_per_layer(model, layout, seq_len, flash, dropout)
+    attention *= work.num_attention_only_layers
     return Traffic(
         blocks=blocks.forward + attention,
         attention=attention,

@@ -41,6 +41,12 @@ class StageWork:
     """Of the blocks, those whose linear layers stay in BF16 under an FP8 / NVFP4 policy."""
     bf16_moe_layers: int = 0
     """Of those, the MoE blocks."""
+    num_mamba_layers: int = 0
+    """Of the blocks, Nemotron-H's Mamba2 blocks (explorer.compute.elementwise's own ledger)."""
+    num_attention_only_layers: int = 0
+    """Of the blocks, Nemotron-H's attention-only blocks."""
+    num_ffn_only_layers: int = 0
+    """Of the blocks, Nemotron-H's MLP-only blocks."""
 
     @property
     def block_flops(self) -> float:
@@ -69,6 +75,9 @@ _WORK_FIELDS = (
     "expert_params",
     "bf16_layers",
     "bf16_moe_layers",
+    "num_mamba_layers",
+    "num_attention_only_layers",
+    "num_ffn_only_layers",
 )
 
 
@@ -89,6 +98,9 @@ def _block_work(model: ModelSpec, index: int, seq_len: int, causal: bool) -> Sta
         head_flops=0.0,
         dense_params=params.dense,
         expert_params=params.routed_experts,
+        num_mamba_layers=int(index in model.mamba_layers),
+        num_attention_only_layers=int(index in model.attention_only_layers),
+        num_ffn_only_layers=int(index in model.ffn_only_layers),
     )
 
 

@@ -344,10 +344,10 @@ def _single_module_block(
     model: ModelSpec, x: ActivationShape, a: TrainingAssumptions
 ) -> tuple[SavedTensor, ...]:
     """The mean Nemotron-H block: the tensors of a Mamba2, an attention and an MLP block, each
-    weighted by its share of the model's blocks (an approximation: a stage is charged the
-    model's mix, not its own blocks'). An attention or MLP block saves what that sub-layer of
-    a transformer block saves (its pre-norm input included); every block one residual
-    dropout mask."""
+    weighted by its share of the model's blocks (a stage's own mix when ``model`` is that
+    stage's: explorer.memory.stage_activations.stage_block_model). An attention or MLP block
+    saves what that sub-layer of a transformer block saves (its pre-norm input included);
+    every block one residual dropout mask."""
     n = model.num_hidden_layers
     parts = (
         (_mamba(model, x, a), len(model.mamba_layers)),

@@ -158,13 +158,31 @@ def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: KvDType) -> float:
     """KV cache bytes per token and block, whole model width (no parallelism).
 
     Source: MHA/GQA/MQA 2 x kv_heads x head_dim (K and V); MLA one latent of kv_lora_rank plus
-    the shared rope key of qk_rope_head_dim (DeepSeek-V2 report, arXiv:2405.04434, Table 1).
+    the shared rope key of qk_rope_head_dim (DeepSeek-V2 report, arXiv:2405.04434, Table 1);
+    DeepSeek-V3.2 adds its indexer's key (``indexer_key_bytes_per_token``).
     """
     if model.is_mla:
         elements = (model.kv_lora_rank or 0) + model.qk_rope_head_dim
     else:
         elements = 2 * model.kv_heads * model.head_size
-    return elements * BYTES_PER_DTYPE[kv_dtype]
+    return elements * BYTES_PER_DTYPE[kv_dtype] + indexer_key_bytes_per_token(model)
+
+
+INDEXER_SCALE_BLOCK = 128
+"""Indexer key values sharing one fp32 scale. Source: DeepSeek-V3.2-Exp inference/model.py
+(Indexer: k_cache float8_e4m3fn, k_scale_cache of index_head_dim // block_size fp32,
+block_size 128); lightllm Deepseek3_2MemoryManager (index_quant_block_size)."""
+
+
+def indexer_key_bytes_per_token(model: ModelSpec) -> float:
+    """DeepSeek-V3.2's lightning-indexer key cache per token and block: one key of
+    index_head_dim in FP8 plus an fp32 scale per 128 values, whatever the KV dtype (DeepSeek-
+    V3.2: 128 + 4 = 132 bytes); 0 without an indexer. Source: DeepSeek-V3.2-Exp report sec.
+    2.1 (the indexer keeps its own keys, k^I_s, in FP8) and ``INDEXER_SCALE_BLOCK``."""
+    if not model.index_topk or not model.index_head_dim:
+        return 0.0
+    scales = -(-model.index_head_dim // INDEXER_SCALE_BLOCK)
+    return model.index_head_dim * BYTES_PER_DTYPE["fp8"] + scales * BYTES_PER_DTYPE["fp32"]
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_dtype: KvDType) -> float:

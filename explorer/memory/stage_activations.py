@@ -38,6 +38,30 @@ from explorer.partition import StagePlan
 from explorer.specs import ModelSpec, Recompute
 
 
+def stage_block_model(model: ModelSpec, layers: tuple[int, ...]) -> ModelSpec:
+    """The model as the blocks ``layers`` alone (re-indexed 0..n-1), for Nemotron-H's
+    single-module blocks: ``activations._single_module_block`` weighs each kind by its share of
+    the model's blocks, so on this model it is the mean of the stage's own Mamba2, attention
+    and MLP blocks, and n of them are exactly their bytes. Other models are returned as they
+    are. Source: the hybrid pattern (transformers NemotronHConfig hybrid_override_pattern) split
+    by the pipeline partition (explorer.partition)."""
+    if not model.single_module_blocks or not layers:
+        return model
+    position = {index: k for k, index in enumerate(layers)}
+
+    def kept(blocks: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(position[i] for i in blocks if i in position))
+
+    return replace(
+        model,
+        num_hidden_layers=len(layers),
+        first_k_dense_replace=min(model.first_k_dense_replace, len(layers)),
+        mamba_layers=kept(model.mamba_layers),
+        attention_only_layers=kept(model.attention_only_layers),
+        ffn_only_layers=kept(model.ffn_only_layers),
+    )
+
+
 def head_tensors(
     model: ModelSpec, x: ActivationShape, a: TrainingAssumptions
 ) -> tuple[SavedTensor, ...]:
@@ -111,6 +135,7 @@ def recompute_working_bytes(
     """
     p = as_policy(r)
     dense, moe, _ = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
+    model = stage_block_model(model, plan.layers)  # Nemotron-H: the stage's own blocks
     full = p.granularity == "full"
     kinds: list[LayerKind] = ["moe"] if plan.num_moe_layers else []
     kinds += ["dense"] if plan.num_dense_layers else []
@@ -166,6 +191,7 @@ def _blocks_bytes(
     """One micro-batch's block activations on the stage (all its chunks), bytes: the inputs of
     the checkpointed units, and every other block as the recipe keeps it."""
     dense, moe, units = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
+    model = stage_block_model(model, plan.layers)  # Nemotron-H: the stage's own blocks
     kept = RecomputePolicy("none", offload=p.offload) if p.granularity == "full" else p
     dense, moe = plan.num_dense_layers - dense, plan.num_moe_layers - moe
     off_dense, off_moe = offloaded_layer_counts(p, dense, moe)
@@ -193,6 +219,7 @@ def offloaded_bytes(
     if not (p.offload or p.offload_layers):
         return 0.0
     dense, moe, _ = checkpoint_counts(model, p, plan.layers, plan.chunk_blocks)
+    model = stage_block_model(model, plan.layers)  # Nemotron-H: the stage's own blocks
     kept = RecomputePolicy("none", offload=p.offload) if p.granularity == "full" else p
     on_gpu = replace(kept, offload=frozenset())
     dense, moe = plan.num_dense_layers - dense, plan.num_moe_layers - moe

@@ -282,8 +282,9 @@ def _stage_memories(
     bases: dict[object, tuple[HeldParams, StageParts, ActivationLedger]] = {}
     found = []
     for plan, count in zip(plans, inflight, strict=True):
+        which = plan.layers if s.model.single_module_blocks else ()  # Nemotron-H: which blocks
         contents = (plan.contents, checkpoint_counts(s.model, s.recompute, plan.layers,
-                                                     plan.chunk_blocks))  # fmt: skip
+                                                     plan.chunk_blocks), which)  # fmt: skip
         key = (contents, count)
         if key in done:
             found.append(replace(done[key], stage=plan.stage, layers=plan.layers))

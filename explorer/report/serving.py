@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from explorer.cost import DEFAULT_COST_ASSUMPTIONS, ServingCost, serving_cost
 from explorer.report.tables import Section, Table
 from explorer.serving import LEAVES_OUT, ServingAssumptions, ServingEstimate, ServingPlan
 from explorer.serving.capacity import CapacityRow, capacity_rows, capacity_sentences
@@ -138,6 +139,47 @@ def capacity_table(rows: tuple[CapacityRow, ...]) -> Table:
     return Table("Concurrent users by context", frame, note=note)
 
 
+def layout_costs(case: ServingCase) -> list[tuple[str, ServingCost]]:
+    """The fitting layouts among the first ``TOP`` priced at the GPU preset's published price
+    (explorer.cost.serving_cost with the default cost assumptions, as ``serve`` prices them)."""
+    return [
+        (
+            e.layout.label,
+            serving_cost(
+                output_tokens_per_s_per_replica=e.tokens_per_s / e.layout.replicas,
+                output_len=case.workload.output_len,
+                gpus_per_replica=e.layout.gpus_per_replica,
+                gpu=case.cluster.gpu,
+                assumptions=DEFAULT_COST_ASSUMPTIONS,
+            ),
+        )
+        for e in case.plan.layouts[:TOP]
+        if e.fits and e.tokens_per_s
+    ]
+
+
+def cost_table(costs: list[tuple[str, ServingCost]]) -> Table:
+    frame = pd.DataFrame(
+        [
+            {
+                "layout": label,
+                "GPUs per replica": c.gpus_per_replica,
+                "price per GPU-hour (US$)": c.price_per_gpu_hour,
+                "US$ per M output tokens": c.cost_per_million_output_tokens_usd,
+                "requests/s per replica": c.requests_per_s_per_replica,
+            }
+            for label, c in costs
+        ]
+    )
+    formats = {"US$ per M output tokens": "{:,.3f}", "requests/s per replica": "{:,.2f}"}
+    note = (
+        f"At the planned load; price: {costs[0][1].price_source}. The replica's GPUs' price over "
+        "its decode throughput (prefill time not taken out). GPUs for a target request rate: "
+        "serve --target-rps."
+    )
+    return Table("Serving cost", frame, formats, note)
+
+
 def plan_section(case: ServingCase, answers: tuple[str, ...]) -> Section:
     """The planner's answers in sentences, its best layouts, the rejected ones, and the
     users each layout holds by context."""
@@ -147,6 +189,8 @@ def plan_section(case: ServingCase, answers: tuple[str, ...]) -> Section:
         tables.append(rejected_table(case.plan))
     if rows:
         tables.append(capacity_table(rows))
+    if costs := layout_costs(case):
+        tables.append(cost_table(costs))
     sentences = capacity_sentences(case.model, case.cluster, rows, case.workload)
     return Section(
         "serving",
@@ -172,6 +216,7 @@ def serving_results(case: ServingCase, answers: tuple[str, ...]) -> dict[str, An
         ],
         "pareto": [asdict(p) for p in case.plan.pareto if p.pareto],
         "answers": list(answers),
+        "cost": [{"label": label, **c.as_dict()} for label, c in layout_costs(case)],
         "leaves_out": LEAVES_OUT,
     }
 

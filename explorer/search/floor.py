@@ -25,6 +25,7 @@ from explorer.estimate import EstimateAssumptions
 from explorer.memory.activations import block_activation_bytes
 from explorer.memory.frameworks import framework_behaviour
 from explorer.memory.setting import nccl_parts
+from explorer.memory.stage_activations import stage_block_model
 from explorer.memory.states import HeldParams, ModelStates, stage_model_states, stage_params
 from explorer.memory.tensors import ActivationShape
 from explorer.memory.training import fixed_overheads, recipe_storage
@@ -177,6 +178,10 @@ class MemoryFloor:
         )
         m, a = self.p.model, self.a.memory
         moe = block_activation_bytes(m, "moe", shape, a, rc) if m.is_moe else 0.0
+        if m.single_module_blocks:  # Nemotron-H: a rank's own blocks; the lightest kind bounds
+            kinds = (m.mamba_layers, m.attention_only_layers, m.ffn_only_layers)
+            one = [stage_block_model(m, blocks[:1]) for blocks in kinds if blocks]
+            return min(block_activation_bytes(k, "dense", shape, a, rc) for k in one), moe
         return block_activation_bytes(m, "dense", shape, a, rc), moe
 
     def _weights(

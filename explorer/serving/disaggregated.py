@@ -25,7 +25,8 @@ import math
 from dataclasses import dataclass, replace
 
 from explorer.comm.collectives import collective_s
-from explorer.memory.serving import ServingLayout, kv_bytes_per_token, max_concurrency
+from explorer.memory.serving import ServingLayout, max_concurrency
+from explorer.memory.serving_layout import kv_cache_bytes_per_sequence
 from explorer.serving.assumptions import ServingAssumptions
 from explorer.serving.latency import EngineStep, _group, replica_latency
 from explorer.serving.layouts import layout_problem, serving_layouts, with_redundant_experts
@@ -55,7 +56,9 @@ class KvTransfer:
     """The KV cache of one request sent from the prefill pool to the decode pool."""
 
     bytes_per_request: float
-    """prompt x kv_bytes_per_token (whole model, one copy)."""
+    """prompt x kv_bytes_per_token (whole model, one copy); blocks with a sliding window or
+    chunk their window only, Mamba2 and Gated DeltaNet blocks their fixed state
+    (explorer.memory.serving_layout.kv_cache_bytes_per_sequence)."""
     seconds: float
     """One point-to-point message of its share over each NIC of the prefill group, at the
     scale-out fabric's achievable bandwidth (explorer.comm), all NICs at once."""
@@ -136,7 +139,8 @@ def kv_transfer(
     a: ServingAssumptions,
 ) -> KvTransfer:
     """One request's KV cache over the prefill group's NICs (the module docstring)."""
-    size = workload.prompt_len * kv_bytes_per_token(model, workload.kv_dtype)
+    # the cache the prompt leaves: windowed blocks their window, Mamba2 / DeltaNet their state
+    size = kv_cache_bytes_per_sequence(model, workload.kv_dtype, workload.prompt_len)
     nics = prefill.tp * prefill.pp  # one attention group: one NIC per GPU (DGX H100/H200/B200)
     pair = _group(cluster, "pp", 2, cluster.domain_size)  # two GPUs in different domains
     return KvTransfer(

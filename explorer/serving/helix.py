@@ -28,6 +28,7 @@ from explorer.memory.serving import ACTIVATION_BYTES, ServingLayout, StageShape,
 from explorer.memory.serving_layout import weight_bytes_per_param
 from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
+from explorer.serving.keys import attention_flops_share, decode_kv_share
 from explorer.serving.latency import (
     Roofline,
     _Case,
@@ -116,7 +117,8 @@ def helix_decode_step(
     slots = expert_slots(model, layout.redundant_experts)
     copies = touched * slots / model.n_routed_experts if model.n_routed_experts else 0.0
     experts = copies * shape.num_moe_layers * shape.expert_bytes
-    kv = b * context * shape.kv_bytes_per_token
+    kv = b * context * shape.kv_bytes_per_token  # as the base step reads it (windows, top-k)
+    kv *= decode_kv_share(model, shape.layers, w.kv_dtype, context)
     hbm = a.hbm_efficiency * cluster.gpu.hbm_bytes_per_s
     memory_s = base.memory_s - (ffn + experts + kv) * keep / hbm
     compute_s = base.compute_s - _split_flops_s(case, shape, b, context) * keep
@@ -173,7 +175,8 @@ def _split_flops_s(case: _Case, shape: StageShape, tokens: float, context: float
     )
     slots = expert_slots(model, lay.redundant_experts)
     rows = tokens * lay.ep * model.num_experts_per_tok / slots if slots else tokens
-    seconds = tokens * f.decode_attention_per_key * context / gemm_efficiency(a, math.inf, False)
+    keys = context * attention_flops_share(model, layers, context, False)  # windows, top-k
+    seconds = tokens * f.decode_attention_per_key * keys / gemm_efficiency(a, math.inf, False)
     seconds += tokens * mlp / gemm_efficiency(a, tokens, False)
     seconds += tokens * f.experts * imbalance / gemm_efficiency(a, rows, False)
     return seconds / lay.tp / peak_flops_per_s(case.cluster, case.workload.weights_dtype)

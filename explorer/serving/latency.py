@@ -37,7 +37,6 @@ from explorer.memory.serving import (
     kv_bytes_per_token,
     stage_shapes,
     weight_bytes_per_param,
-    window_share,
 )
 from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency, graph_batch
 from explorer.serving.deepep import copy_bytes, ep_exchange_s
@@ -48,6 +47,7 @@ from explorer.serving.drafts import (
     expected_tokens_per_step,
 )
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
+from explorer.serving.keys import attention_flops_share, decode_kv_share
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
 from explorer.units import BYTES_PER_DTYPE
@@ -118,7 +118,8 @@ def _stage_flops(model: ModelSpec, layers: tuple[int, ...], has_lm_head: bool) -
         expert = routed if model.is_moe_layer(index) else 0.0
         dense += block.attention_projections + block.mlp + block.router - expert
         experts += expert
-        if index in model.mamba_layers:  # Nemotron-H: the scan costs the same at any context
+        if index in model.mamba_layers or index in model.linear_attention_layers:
+            # Nemotron-H's scan and Qwen3-Next's delta rule cost the same at any context
             dense += block.attention_core
         else:
             per_key += block.attention_core
@@ -254,10 +255,9 @@ def _compute_s(case: _Case, f: _StageFlops, tokens: float, context: float, prefi
 def _decode_kv_share(case: _Case, shape: StageShape, context: float) -> float:
     """Share of a stage's full-context KV a decode reads at ``context`` keys: blocks with a
     sliding window or chunked attention read their window only (Mistral 7B, arXiv:2310.06825,
-    sec. 2); 1 without windows."""
-    if case.model.sliding_window is None or context <= 0:
-        return 1.0
-    return window_share(case.model, shape, case.workload, max(1, math.ceil(context)))
+    sec. 2), DeepSeek-V3.2 its top-k keys and the indexer's (explorer.serving.keys); 1
+    without either."""
+    return decode_kv_share(case.model, shape.layers, case.workload.kv_dtype, context)
 
 
 def _mixed_stage_step(
@@ -311,8 +311,10 @@ def _kernel_step(
     graph = graph_batch(a, decode) if prefill == 0 else None
     rows = (graph if graph is not None else decode) * per_seq
     window = _decode_kv_share(case, shape, context)
-    dec = _compute_parts(case, f, decode * per_seq, context * window, False, rows)
-    pre = _compute_parts(case, f, prefill, keys, True, prefill)
+    dec_keys = context * attention_flops_share(model, shape.layers, context, False)
+    dec = _compute_parts(case, f, decode * per_seq, dec_keys, False, rows)
+    pre_keys = keys * attention_flops_share(model, shape.layers, keys, True)  # windows, top-k
+    pre = _compute_parts(case, f, prefill, pre_keys, True, prefill)
     tokens = decode * per_seq + prefill
     slots = expert_slots(model, lay.redundant_experts)
     touched = experts_touched(model.n_routed_experts, model.num_experts_per_tok, tokens * lay.ep)
@@ -581,11 +583,9 @@ def memory_bound_tokens_per_s(
     dense = counts.total_without_mtp - counts.routed_experts - counts.embeddings
     per_expert = counts.routed_experts / e if e else 0.0
     touched = experts_touched(e, k, c) * per_expert
-    kv = (
-        c
-        * (workload.prompt_len + workload.output_len / 2)
-        * kv_bytes_per_token(model, workload.kv_dtype)
-    )
+    context = workload.prompt_len + workload.output_len / 2
+    kv = c * context * kv_bytes_per_token(model, workload.kv_dtype)
+    kv *= decode_kv_share(model, tuple(range(model.num_hidden_layers)), workload.kv_dtype, context)
     bytes_per_step = (dense + touched) * min(bpp, BYTES_PER_DTYPE["bf16"]) + kv
     bandwidth = layout.gpus_per_replica * cluster.gpu.hbm_bytes_per_s
     return layout.replicas * c * bandwidth / bytes_per_step

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from explorer.cost import CostAssumptions, serving_cost
 from explorer.scenario import Scenario
 from explorer.serving.capacity import capacity_rows, capacity_sentences
 from explorer.serving.estimate import fitted
@@ -137,6 +138,72 @@ def _under_load(case: ServingCase, scenario: Scenario, best: ServingEstimate) ->
     )
 
 
+def _cost(case: ServingCase, plan: ServingPlan) -> None:
+    """Each fitting layout priced: US$ per million output tokens at the planned load and the
+    GPUs a target request rate needs (explorer.cost.serving_cost, as ``serve
+    --price-per-gpu-hour --target-rps``)."""
+    st.markdown("#### Cost")
+    gpu = case.cluster.gpu
+    cols = st.columns(2)
+    price = cols[0].number_input(
+        "Price per GPU-hour (US$)",
+        min_value=0.0,
+        value=float(gpu.price_per_gpu_hour or 0.0),
+        step=0.1,
+        key="serving_price_per_gpu_hour",
+        help=gpu.price_source or "no published price for this GPU",
+    )
+    rate = cols[1].number_input(
+        "Target requests per second (0: none)",
+        min_value=0.0,
+        value=0.0,
+        step=1.0,
+        key="serving_target_rps",
+        help="Replicas (and GPUs) that sustain this rate, each at the planned load: "
+        "output tokens/s / output tokens per request (Little's law at steady state).",
+    )
+    priced = CostAssumptions(price_per_gpu_hour=price or None)
+    rows = []
+    for e in plan.layouts:
+        if not e.fits or not e.tokens_per_s:
+            continue
+        c = serving_cost(
+            output_tokens_per_s_per_replica=e.tokens_per_s / e.layout.replicas,
+            output_len=case.workload.output_len,
+            gpus_per_replica=e.layout.gpus_per_replica,
+            gpu=gpu,
+            target_requests_per_s=rate or None,
+            assumptions=priced,
+        )
+        rows.append(
+            {
+                "layout": e.layout.label,
+                "US$ per M output tokens": c.cost_per_million_output_tokens_usd,
+                "requests/s per replica": c.requests_per_s_per_replica,
+                "replicas for the target": c.replicas_needed,
+                "GPUs for the target": c.gpus_needed,
+            }
+        )
+    if not rows:
+        st.markdown("- No layout fits, so none is priced.")
+        return
+    fmt = st.column_config.NumberColumn
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        placeholder="–",
+        width="stretch",
+        column_config={
+            "US$ per M output tokens": fmt(format="%.3f"),
+            "requests/s per replica": fmt(format="%.2f"),
+        },
+    )
+    st.caption(
+        "The replica's GPUs' price over its decode throughput at the planned load; prefill "
+        "time is not taken out of it, so at long prompts the GPUs needed are a lower bound."
+    )
+
+
 # Model presets offered as separate draft models (the model's MTP module comes first).
 DRAFT_MODELS = ("llama-3.1-8b", "qwen3-32b", "mistral-7b", "gpt2")
 
@@ -223,6 +290,7 @@ def render(scenario: Scenario) -> None:
         chart(frontier, "serving_frontier")
     st.markdown("#### Every layout (best first)")
     _table(plan)
+    _cost(case, plan)
     _capacity(case, scenario, plan)
     if fitting:
         _speculative(case, scenario, fitting[0])
