@@ -115,6 +115,9 @@ class Bounds:
         self._mix_cache: dict[tuple[int, int, bool, bool], tuple[tuple[Mix, ...], Mix]] = {}
         self._loads: dict[tuple[object, ...], tuple[float, float]] = {}
         self._ranked: dict[tuple[object, ...], list[tuple[float, int, ZeroStage]]] = {}
+        self._floors: dict[Candidate, list[Callable[[float], float]]] = {}
+        """Per node (its variants, ``_variants``): each pipeline's floor as a function of the
+        exposed communication (``pipelined_floor``)."""
 
     # ------------------------------------------------------------------ tier 1
 
@@ -253,8 +256,11 @@ class Bounds:
         pipeline's floor is computed once per distinct communication time (ZeRO 0 and 1, and
         every stage without collectives, share theirs). EP is exposed at DualPipe's overlap
         for DualPipe (CommAssumptions.dualpipe_ep_overlap)."""
-        unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
-        m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        floors = self._floors.get(c)  # the same with and without collectives (``comm``)
+        if floors is None:
+            unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
+            m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+            floors = self._floors[c] = [self.pipelined_floor(c, v, unit, m) for v in variants]
         costs = self._costs(c, stages) if comm else [(z, 0.0, 0.0) for z in stages]
         exposed = dict.fromkeys(flags, 0.0)
         if comm:
@@ -262,8 +268,8 @@ class Bounds:
             for flag in exposed:
                 exposed[flag] = model + self.ctx.whole_of(c, dualpipe=flag).expert_s
         ranked = []
-        for i, v in enumerate(variants):
-            floor_of, base = self.pipelined_floor(c, v, unit, m), exposed[flags[i]]
+        for i, floor_of in enumerate(floors):
+            base = exposed[flags[i]]
             seen: dict[float, float] = {}
             for z, per_microbatch, tail in costs:
                 total = base + per_microbatch
