@@ -92,6 +92,7 @@ class Contexts:
         self._contents: dict[GroupPlacement, tuple[object, ...]] = {}
         self._exposure: dict[tuple[int, int], tuple[float, float]] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
+        self._interned: dict[StageWork, StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
         self._busy: dict[tuple[object, ...], float] = {}
         self._data_calls_cache: dict[tuple[object, ...], tuple[tuple[Collective, ...], float]] = {}
@@ -160,9 +161,9 @@ class Contexts:
             causal = self.a.compute.causal_attention_flops
             w = self.p.workload
             ends = (w.bf16_layers_at_start, w.bf16_layers_at_end)
-            self._works[key] = stage_work(
-                self.p.model, layers, w.seq_len, first, last, causal, ends
-            )
+            work = stage_work(self.p.model, layers, w.seq_len, first, last, causal, ends)
+            # equal works are one object, so parts can be told apart by identity
+            self._works[key] = self._interned.setdefault(work, work)
         return self._works[key]
 
     @cached_property
