@@ -72,7 +72,7 @@ class _Parts(NamedTuple):
     (F, B, W) as stage times."""
 
     distinct: tuple[tuple[StageWork, PassTimes, FBW], ...]
-    index: tuple[int, ...]
+    of_part: tuple[int, ...]
     """Per part, its entry in ``distinct``."""
     times: StageTimes
 
@@ -347,7 +347,8 @@ class Bounds:
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
             fields = PASS_TIMES.key(layout)  # what pass_times reads (explorer.search.reads)
             slots: dict[int, int] = {}  # equal works are one object (Contexts.work)
-            distinct, index = [], []
+            distinct: list[tuple[StageWork, PassTimes, FBW]] = []
+            index: list[int] = []
             for work in works:
                 slot = slots.get(id(work))
                 if slot is None:
@@ -393,7 +394,7 @@ class Bounds:
             step = exposed_s(found, ("dp",), ("step",)) + optimizer_step_s(work, compute)
             forward = f + exposed_s(found, ("dp",), ("forward",))
             full.append((forward, b + exposed_s(found, ("dp",), ("backward",)), w, step))
-        rows = [full[i] for i in data.index]
+        rows = [full[i] for i in data.of_part]
         tails = [r[3] for r in rows]
         if layout.schedule == "dualpipe" and layout.pp > 1:
             tails = [tails[r] + tails[-1 - r] for r in range(len(tails))]
