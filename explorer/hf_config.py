@@ -45,7 +45,9 @@ GELU_ACTIVATIONS = frozenset(
 class _Config(BaseModel):
     """One architecture's fields; ``spec_fields`` maps them to ModelSpec keyword arguments."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # defer_build: a class's validator is built on its first use, not at import (each costs
+    # milliseconds; a run reads one architecture). pydantic docs, "ConfigDict.defer_build".
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     def spec_fields(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -501,7 +503,7 @@ class _Bloom(_Config):
 
 
 class _MptAttention(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
     alibi: Flag = False
     attn_type: Text = "multihead_attention"
 

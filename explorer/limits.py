@@ -15,10 +15,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from itertools import accumulate
 from types import MappingProxyType
 from typing import Final
-
-import numpy as np
 
 MAX_GPUS: Final = 1 << 20
 """GPUs in one cluster or one layout (1,048,576)."""
@@ -167,14 +166,21 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 def json_depth(data: bytes) -> int:
     """The deepest nesting of objects and lists in JSON text, counted without parsing it
     (strings are skipped, so brackets inside them do not count)."""
-    steps = _STEP[np.frombuffer(_STRING.sub(b"", data), dtype=np.uint8)]
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if len(brackets) <= _SMALL:  # a running sum in Python; numpy (imported here) for the rest
+        return max(accumulate((_STEP[b] for b in brackets), initial=0))
+    import numpy as np
+
+    steps = np.array(_STEP, dtype=np.int8)[np.frombuffer(brackets, dtype=np.uint8)]
     return int(np.cumsum(steps, dtype=np.int64).max(initial=0))
 
 
-_STEP = np.zeros(256, dtype=np.int8)
-_STEP[list(b"[{")], _STEP[list(b"]}")] = 1, -1
-_STEP.flags.writeable = False
+_STEP: Final = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 """+1 for a byte that opens a level, -1 for one that closes it, 0 for the others."""
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if not _STEP[b])
+_SMALL: Final = 1 << 16
+"""Brackets summed in Python (a config.json holds dozens); numpy only for larger texts, so a
+command that reads a preset does not import it."""
 
 
 def check_json_text(

@@ -12,12 +12,12 @@ PROBE = """
 import sys
 from explorer.cli import main
 status = main(["params", "--model", "llama-3.1-8b", "--json"])
-heavy = ("pandas", "plotly", "explorer.search", "explorer.report", "explorer.estimate")
+heavy = ("pandas", "numpy", "plotly", "explorer.search", "explorer.report", "explorer.estimate")
 print(status, [name for name in heavy if name in sys.modules])
 """
 
 
-def test_params_imports_neither_pandas_nor_the_search_nor_the_report():
+def test_params_imports_neither_pandas_numpy_nor_the_search_nor_the_report():
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == "0 []"
 

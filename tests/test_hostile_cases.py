@@ -330,6 +330,13 @@ def test_json_depth_skips_brackets_inside_strings():
     assert json_depth(b"[[[]]]") == 3 and json_depth(b"") == 0
 
 
+def test_json_depth_is_the_same_summed_in_python_and_in_numpy():
+    # 2^16 brackets are summed in Python, more in numpy (explorer.limits._SMALL)
+    small, large = b"[" * 40000 + b"]" * 25536, b"]" + b"[" * 70000 + b"]" * 70001
+    assert json_depth(small) == 40000 and json_depth(large) == 69999
+    assert json_depth(b"]]][[[") == 0  # a close before any open never counts below zero
+
+
 def test_every_report_format_escapes_a_hostile_model_name():
     config = json.dumps({**LLAMA_8B})
     model = ModelRef(source="upload", config_json=config, config_name=XSS)

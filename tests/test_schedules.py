@@ -544,3 +544,30 @@ def test_each_pass_takes_its_parts_time_over_v():
     f = next(e for e in inter.events if e.stage == 2 and e.kind == "F")
     b = next(e for e in inter.events if e.stage == 2 and e.kind == "B")
     assert (f.end_s - f.start_s, b.end_s - b.start_s) == (1.5, 0.75)  # W folded into B, / V
+
+
+@pytest.mark.parametrize("name", ["1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev"])
+def test_a_second_sweep_replays_the_first_sweeps_order_to_the_same_times(name):
+    # explorer.schedules.engine: the first sweep of a compiled schedule records its order,
+    # later ones replay it; each must equal a sweep of a fresh compile of its own times.
+    from explorer.schedules.builders import route_for, stage_orders
+    from explorer.schedules.engine import compile_orders, sweep
+
+    p, m, v = 4, 8, 2 if name == "interleaved" else 1
+
+    def fresh():
+        orders, pairs = stage_orders(name, p, m, v)
+        return compile_orders(route_for(name, p, v), orders, pairs, m)
+
+    first = StageTimes(forward_s=(1.0, 2.0, 1.5, 1.0), backward_s=(2.0, 3.0, 2.5, 4.0),
+                       weight_s=(1.0, 0.5, 1.0, 2.0))  # fmt: skip
+    second = StageTimes(forward_s=(3.0, 0.5, 1.0, 2.0), backward_s=(1.0, 1.0, 6.0, 2.0),
+                        weight_s=(0.5, 2.0, 0.25, 1.0))  # fmt: skip
+    shared = fresh()
+    assert sweep(shared, first) == sweep(fresh(), first) and len(shared.runs) == 1
+    replayed = sweep(shared, second)
+    assert replayed == sweep(fresh(), second)
+    assert replayed != sweep(fresh(), first)  # the times differ, so the replay used its own
+    with_p2p = StageTimes(forward_s=second.forward_s, backward_s=second.backward_s,
+                          weight_s=second.weight_s, p2p_s=0.5)  # fmt: skip
+    assert sweep(shared, with_p2p) == sweep(fresh(), with_p2p)  # p2p: checked, not replayed

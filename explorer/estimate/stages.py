@@ -16,7 +16,6 @@ from explorer.comm import (
     Collective,
     CommAssumptions,
     StageContext,
-    exposed_in_phase,
     place_groups,
     stage_collectives,
 )
@@ -85,8 +84,14 @@ class StageTime:
     """Exposed communication in the forward, backward and step phases, s (derived)."""
 
     def __post_init__(self) -> None:
-        phases = ("forward", "backward", "step")
-        sums = tuple(exposed_in_phase(self.collectives, phase) for phase in phases)
+        # exposed_in_phase per phase, the collectives read once: each phase's sum is sum()
+        # over the same values in the same order
+        by_phase: dict[str, list[float]] = {"forward": [], "backward": [], "step": []}
+        for call in self.collectives:
+            found = by_phase.get(call.phase)
+            if found is not None:
+                found.append(call.exposed_s)
+        sums = (sum(by_phase["forward"]), sum(by_phase["backward"]), sum(by_phase["step"]))
         object.__setattr__(self, "exposed_s", sums)
 
     @property

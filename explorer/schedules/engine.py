@@ -17,7 +17,7 @@ Source: dependency rules of Narayanan et al. 2021 (arXiv:2104.04473) sec. 2.2 an
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
 
@@ -63,6 +63,11 @@ class Compiled:
     """Per position, the position whose end it waits for; -1 for none."""
     pair_deps: list[int]
     """Per position, for the F of an F&B pair the position its B waits for; else -1."""
+    runs: list[tuple[tuple[int, int, int], ...]] = field(default_factory=list)
+    """Empty, or (filled by the first ``sweep``) one entry: (stage, first position, end
+    position) of each stretch that sweep ran in turn, in its order. The order depends only on
+    which inputs are there, not on the durations, so later sweeps replay it without checking
+    inputs. (Threads that sweep at once may each append one; every entry is the same.)"""
 
 
 def dependency(route: Route, kind: Kind, stage: int, chunk: int) -> tuple[Kind, int, int] | None:
@@ -101,13 +106,13 @@ def _columns(orders: Sequence[_Order]) -> tuple[np.ndarray, ...]:
     """Stage, kind index, micro-batch and chunk of every position."""
     flat = list(chain.from_iterable(orders))
     index = {kind: k for k, kind in enumerate(KINDS)}
+    kind, micro, chunk = zip(*flat, strict=True) if flat else ((), (), ())  # columns at C speed
 
     def column(values: Iterable[int]) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64, count=len(flat))
 
     stage = np.repeat(np.arange(len(orders), dtype=np.int64), [len(o) for o in orders])
-    kinds = column(index[a[0]] for a in flat)
-    return stage, kinds, column(a[1] for a in flat), column(a[2] for a in flat)
+    return stage, column(map(index.__getitem__, kind)), column(micro), column(chunk)
 
 
 def compile_orders(
@@ -169,18 +174,49 @@ def sweep(compiled: Compiled, times: StageTimes) -> tuple[list[float], list[floa
     durations, delays = position_durations(compiled, times)
     deps, offsets = compiled.deps, compiled.offsets
     starts, ends = [0.0] * len(deps), [-1.0] * len(deps) + [0.0]  # -1: not run; [-1]: no input
+    if times.p2p_s == 0 and compiled.runs:
+        _replay(compiled, durations, starts, ends)
+        return starts, ends[:-1]
     step = _free_stage if times.p2p_s == 0 else _stage
     at, clocks = list(offsets[:-1]), [0.0] * (len(offsets) - 1)
-    left = len(deps)
+    left, runs = len(deps), []
     while left:
         before = left
         for s, stop in enumerate(offsets[1:]):
             i, clocks[s] = step(compiled, durations, delays, starts, ends, at[s], stop, clocks[s])
+            if i > at[s]:
+                runs.append((s, at[s], i))
             left -= i - at[s]
             at[s] = i
         if left == before:
             raise RuntimeError("the schedule deadlocks: an action waits for one that never runs")
+    if not compiled.runs:
+        compiled.runs.append(tuple(runs))
     return starts, ends[:-1]
+
+
+def _replay(
+    compiled: Compiled, durations: list[float], starts: list[float], ends: list[float]
+) -> None:
+    """``_free_stage``'s arithmetic over the first sweep's stretches (``Compiled.runs``), in
+    their order: every input has run by then, so none is checked."""
+    deps, pair_deps = compiled.deps, compiled.pair_deps
+    clocks = [0.0] * (len(compiled.offsets) - 1)
+    for s, first, stop in compiled.runs[0]:
+        clock = clocks[s]
+        for i in range(first, stop):
+            ready = ends[deps[i]]
+            q = pair_deps[i]
+            if q >= 0:  # the F of an F&B pair also waits for its B's input
+                other = ends[q]
+                if other > ready:
+                    ready = other
+            if ready > clock:
+                clock = ready
+            starts[i] = clock
+            clock += durations[i]
+            ends[i] = clock
+        clocks[s] = clock
 
 
 def _free_stage(

@@ -67,11 +67,14 @@ def _stage_times(rows: Sequence[Sequence[float]]) -> StageTimes:
 
 
 class _Parts(NamedTuple):
-    """Tier 2's part data: each part's work, and per distinct work its pass times and
-    (F, B, W) with the exposed non-data-parallel collectives."""
+    """Tier 2's part data: per distinct part work its pass times and (F, B, W) with the
+    exposed non-data-parallel collectives, which of them each part runs, and the parts'
+    (F, B, W) as stage times."""
 
-    works: tuple[StageWork, ...]
-    timed: dict[StageWork, tuple[PassTimes, FBW]]
+    distinct: tuple[tuple[StageWork, PassTimes, FBW], ...]
+    of_part: tuple[int, ...]
+    """Per part, its entry in ``distinct``."""
+    times: StageTimes
 
 
 def _fbw(work: StageWork, passes: PassTimes, ctx: StageContext) -> FBW:
@@ -115,6 +118,9 @@ class Bounds:
         self._mix_cache: dict[tuple[int, int, bool, bool], tuple[tuple[Mix, ...], Mix]] = {}
         self._loads: dict[tuple[object, ...], tuple[float, float]] = {}
         self._ranked: dict[tuple[object, ...], list[tuple[float, int, ZeroStage]]] = {}
+        self._floors: dict[Candidate, list[Callable[[float], float]]] = {}
+        """Per node (its variants, ``_variants``): each pipeline's floor as a function of the
+        exposed communication (``pipelined_floor``)."""
 
     # ------------------------------------------------------------------ tier 1
 
@@ -253,8 +259,11 @@ class Bounds:
         pipeline's floor is computed once per distinct communication time (ZeRO 0 and 1, and
         every stage without collectives, share theirs). EP is exposed at DualPipe's overlap
         for DualPipe (CommAssumptions.dualpipe_ep_overlap)."""
-        unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
-        m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+        floors = self._floors.get(c)  # the same with and without collectives (``comm``)
+        if floors is None:
+            unit = self.unit(c.tp, c.cp, c.ep or 1, c.etp or 1, c.mbs or 1, c.recompute or "none")
+            m = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
+            floors = self._floors[c] = [self.pipelined_floor(c, v, unit, m) for v in variants]
         costs = self._costs(c, stages) if comm else [(z, 0.0, 0.0) for z in stages]
         exposed = dict.fromkeys(flags, 0.0)
         if comm:
@@ -262,8 +271,8 @@ class Bounds:
             for flag in exposed:
                 exposed[flag] = model + self.ctx.whole_of(c, dualpipe=flag).expert_s
         ranked = []
-        for i, v in enumerate(variants):
-            floor_of, base = self.pipelined_floor(c, v, unit, m), exposed[flags[i]]
+        for i, floor_of in enumerate(floors):
+            base = exposed[flags[i]]
             seen: dict[float, float] = {}
             for z, per_microbatch, tail in costs:
                 total = base + per_microbatch
@@ -331,19 +340,27 @@ class Bounds:
         ZB-H1 share 1F1B's parts and collectives, and ZeRO does not change them)."""
         same = c.schedule in ("gpipe", "zb-h1")
         key = c._replace(zero=0, schedule="1f1b" if same else c.schedule)
-        if key not in self._parts:
+        found = self._parts.get(key)
+        if found is None:
             layout = to_layout(key)
-            works = tuple(self.ctx.work(*part) for part in parts(self.p.model, layout))
+            works = [self.ctx.work(*part) for part in parts(self.p.model, layout)]
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
-            timed = {}
             fields = PASS_TIMES.key(layout)  # what pass_times reads (explorer.search.reads)
-            for work in set(works):
-                if (work, fields) not in self._passes:
-                    self._passes[work, fields] = pass_times(work, compute)
-                passes = self._passes[work, fields]
-                timed[work] = (passes, _fbw(work, passes, comm))
-            self._parts[key] = _Parts(works, timed)
-        return self._parts[key]
+            slots: dict[int, int] = {}  # equal works are one object (Contexts.work)
+            distinct: list[tuple[StageWork, PassTimes, FBW]] = []
+            index: list[int] = []
+            for work in works:
+                slot = slots.get(id(work))
+                if slot is None:
+                    slot = slots[id(work)] = len(distinct)
+                    if (work, fields) not in self._passes:
+                        self._passes[work, fields] = pass_times(work, compute)
+                    passes = self._passes[work, fields]
+                    distinct.append((work, passes, _fbw(work, passes, comm)))
+                index.append(slot)
+            times = _stage_times([distinct[i][2] for i in index])
+            found = self._parts[key] = _Parts(tuple(distinct), tuple(index), times)
+        return found
 
     def _pipelined_s(self, layout: Layout, times: StageTimes) -> float:
         """Closed forms where the estimate uses them, else the arrival bound, s."""
@@ -356,8 +373,7 @@ class Bounds:
 
     def pipeline_s(self, c: Candidate) -> float:
         """Tier 2: lower bound for a node whose fields are all known but the ZeRO stage, s."""
-        data = self._part_data(c)
-        times = _stage_times([data.timed[w][1] for w in data.works])
+        times = self._part_data(c).times
         stages = [c.zero] if c.zero is not None else self.p.space.zero_stages
         tail = min(t for _, _, t in self._costs(c, stages))
         return SAFETY * (self._pipelined_s(to_layout(c._replace(zero=0)), times) + tail)
@@ -372,13 +388,13 @@ class Bounds:
         """
         data, layout = self._part_data(c), to_layout(c)
         comm, compute = self.ctx.comm(layout), self.ctx.compute(layout)
-        full = {}
-        for work, (passes, (f, b, w)) in data.timed.items():
+        full = []
+        for work, passes, (f, b, w) in data.distinct:
             found = dp_collectives(work, passes, comm)  # a stage's only collectives on dp
             step = exposed_s(found, ("dp",), ("step",)) + optimizer_step_s(work, compute)
             forward = f + exposed_s(found, ("dp",), ("forward",))
-            full[work] = (forward, b + exposed_s(found, ("dp",), ("backward",)), w, step)
-        rows = [full[w] for w in data.works]
+            full.append((forward, b + exposed_s(found, ("dp",), ("backward",)), w, step))
+        rows = [full[i] for i in data.of_part]
         tails = [r[3] for r in rows]
         if layout.schedule == "dualpipe" and layout.pp > 1:
             tails = [tails[r] + tails[-1 - r] for r in range(len(tails))]

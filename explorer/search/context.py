@@ -85,6 +85,7 @@ class Contexts:
     def __init__(self, problem: Problem, assumptions: EstimateAssumptions) -> None:
         self.p, self.a = problem, assumptions
         self._groups: dict[tuple[int, ...], dict[str, GroupPlacement]] = {}
+        self._model_placed: dict[tuple[int, ...], tuple[object, ...]] = {}
         self._whole: dict[tuple[object, ...], Whole] = {}
         self._data: dict[tuple[object, ...], Data] = {}
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
@@ -92,13 +93,14 @@ class Contexts:
         self._contents: dict[GroupPlacement, tuple[object, ...]] = {}
         self._exposure: dict[tuple[int, int], tuple[float, float]] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
+        self._interned: dict[StageWork, StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
         self._busy: dict[tuple[object, ...], float] = {}
         self._data_calls_cache: dict[tuple[object, ...], tuple[tuple[Collective, ...], float]] = {}
-
-    @property
-    def moe_imbalance(self) -> float:
-        return expert_load(self.p.model, self.a.memory)  # as the estimate (estimate.stages)
+        # resolved once per problem, as the estimate resolves them once per layout
+        self.moe_imbalance = expert_load(problem.model, assumptions.memory)  # estimate.stages
+        w = problem.workload
+        self.policy = precision_policy(w.precision, w.grad_dtype)
 
     @cached_property
     def pipeline_keeps_unsharded(self) -> bool:
@@ -124,10 +126,22 @@ class Contexts:
         """Placement of every group a part uses, cached per degrees (all that place_group
         reads of a searched layout; mesh_order stays at its default)."""
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
-        if key not in self._groups:
+        found = self._groups.get(key)
+        if found is None:
             real = layout.layout() if isinstance(layout, Shape) else layout
-            self._groups[key] = {g: place_group(g, self.p.cluster, real) for g in GROUPS}
-        return self._groups[key]
+            found = self._groups[key] = {g: place_group(g, self.p.cluster, real) for g in GROUPS}
+            self._model_placed[key] = tuple(self._placed(found[g]) for g in MODEL_GROUPS)
+        return found
+
+    def _model_placements(self, layout: Layout | Shape) -> tuple[object, ...]:
+        """``placement_key`` of each of ``MODEL_GROUPS``' placements, in order (made with
+        ``placements``, on the same key)."""
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
+        found = self._model_placed.get(key)
+        if found is None:
+            self.placements(layout)
+            found = self._model_placed[key]
+        return found
 
     def _placed(self, placement: GroupPlacement) -> tuple[object, ...]:
         """``placement_key`` of a placement (cached per placement object)."""
@@ -138,12 +152,11 @@ class Contexts:
 
     def comm(self, layout: Layout) -> StageContext:
         """The communication context of ``layout`` (explorer.estimate.stages.stage_context)."""
-        w = self.p.workload
         return StageContext(
             model=self.p.model,
             layout=layout,
-            policy=precision_policy(w.precision, w.grad_dtype),
-            seq_len=w.seq_len,
+            policy=self.policy,
+            seq_len=self.p.workload.seq_len,
             groups=self.placements(layout),
             assumptions=self.a.comm,
             moe_imbalance=self.moe_imbalance,
@@ -157,9 +170,9 @@ class Contexts:
             causal = self.a.compute.causal_attention_flops
             w = self.p.workload
             ends = (w.bf16_layers_at_start, w.bf16_layers_at_end)
-            self._works[key] = stage_work(
-                self.p.model, layers, w.seq_len, first, last, causal, ends
-            )
+            work = stage_work(self.p.model, layers, w.seq_len, first, last, causal, ends)
+            # equal works are one object, so parts can be told apart by identity
+            self._works[key] = self._interned.setdefault(work, work)
         return self._works[key]
 
     @cached_property
@@ -250,10 +263,9 @@ class Contexts:
         nothing else of the policy) and DualPipe (its EP overlap))."""
         full = c.recompute == "full"
         shape = self._shape(c._replace(recompute="full" if full else "none"), 0, dualpipe)
-        groups = self.placements(shape)
         # what the calls read (explorer.search.reads): shared by meshes that differ only in
         # dp and pp where those leave the TP, CP and EP groups placed alike
-        key = (MODEL_COLLECTIVES.key(shape), *(self._placed(groups[g]) for g in MODEL_GROUPS))
+        key = (MODEL_COLLECTIVES.key(shape), *self._model_placements(shape))
         if key not in self._calls:
             ctx, passes = self.comm(shape.layout()), self._passes(c)
             found: tuple[Collective, ...]

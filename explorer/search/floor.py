@@ -88,16 +88,19 @@ class MemoryFloor:
         (all that ``stage_params`` reads of a plan)."""
         key = (layout.tp, layout.pp, layout.ep, layout.etp, layout.virtual_stages, layout.schedule)
         if key not in self._plan_cache:
-            plans = pipeline_plan(self.p.model, layout)
-            self._plan_cache[key] = [(plan, self._stage_params(layout, plan)) for plan in plans]
+            plans, view = pipeline_plan(self.p.model, layout), STAGE_PARAMS.key(layout)
+            self._plan_cache[key] = [(p, self._stage_params(layout, p, view)) for p in plans]
         return self._plan_cache[key]
 
-    def _stage_params(self, layout: Layout, plan: StagePlan) -> HeldParams:
-        """``stage_params``, cached on what it reads (explorer.search.reads): shared by every
-        pipeline depth and schedule that gives a rank the same contents."""
+    def _stage_params(
+        self, layout: Layout, plan: StagePlan, view: tuple[object, ...]
+    ) -> HeldParams:
+        """``stage_params``, cached on what it reads (explorer.search.reads; ``view`` is
+        ``STAGE_PARAMS.key(layout)``): shared by every pipeline depth and schedule that gives
+        a rank the same contents."""
         # Nemotron-H: which blocks, not only how many (its blocks differ in size)
         which = plan.layers if self.p.model.single_module_blocks else ()
-        key = (STAGE_PARAMS.key(layout), plan.contents, which)
+        key = (view, plan.contents, which)
         found = self._params.get(key)
         if found is None:
             found = self._params[key] = stage_params(self.p.model, layout, plan)
