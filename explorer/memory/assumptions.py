@@ -161,6 +161,14 @@ class TrainingAssumptions:
     micro-batch and model chunk for the whole run. None follows the framework (megatron no:
     p2p_communication allocates each receive; pytorch yes: torch.distributed.pipelining
     stage.py _prepare_forward_infra and _prepare_backward_infra make them once)."""
+    pipeline_keeps_outputs: bool | None = None
+    """The last pipeline stage keeps each micro-batch's output, the logits in the activation
+    dtype, until the next step begins. None follows the framework (megatron no: forward_step
+    keeps only the loss; pytorch no, as torch.distributed.pipelining runs since
+    ``step(return_outputs=False)``, pytorch/pytorch PR 165822, which torchtitan PR 1922 of
+    2025-10-22 passes "to release the memory earlier"; before it, stage.py forward_one_chunk
+    appended every output to ``output_chunks``, cleared only by the next step's
+    ``clear_runtime_states``: set it for such runs)."""
     pipeline_schedule_microbatches: int | None = None
     """Micro-batches one run of the pipeline schedule takes when gradient accumulation repeats
     the schedule (NeMo AutoModel: local batch / micro-batch, GA runs per step); sizes the

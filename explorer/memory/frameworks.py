@@ -45,6 +45,9 @@ class FrameworkBehaviour:
     pipeline_recv_buffers: bool = False
     """Pipeline stages allocate a receive buffer per micro-batch and direction once and keep
     them (torch.distributed.pipelining)."""
+    pipeline_keeps_outputs: bool = False
+    """The last pipeline stage keeps every micro-batch's output (the logits) until the next
+    step (torch.distributed.pipelining before ``step(return_outputs=False)``)."""
 
 
 MEGATRON = FrameworkBehaviour(
@@ -97,6 +100,7 @@ _OVERRIDES = (
     "moe_probs_in_experts",
     "pipeline_keeps_unsharded",
     "pipeline_recv_buffers",
+    "pipeline_keeps_outputs",
 )
 
 
@@ -152,6 +156,11 @@ _SWITCH_WORDS = (
         "pipeline_recv_buffers",
         "PP receive buffers kept per micro-batch",
         "PP receive buffers per transfer",
+    ),
+    (
+        "pipeline_keeps_outputs",
+        "PP last stage keeps every micro-batch's logits",
+        "PP last stage frees each micro-batch's logits",
     ),
 )
 """(switch, words when on, words when off)."""

@@ -83,12 +83,13 @@ def block_backward_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     the last backward, so the kept weights outlive every block's backward but the last.
     """
     kept = kept_gathered_weights(s, plan)
+    outputs = pipeline_kept_outputs(s, plan)
     if not kept:
-        return zero3_block_temporaries(s, plan)
+        return zero3_block_temporaries(s, plan) + outputs
     if fsdp_accumulates_unsharded(s):
-        return kept
+        return kept + outputs
     grads = tuple(p for p in zero3_block_temporaries(s, plan) if "gradients" in p[0])
-    return kept + grads
+    return kept + grads + outputs
 
 
 def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
@@ -99,6 +100,7 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     """
     if not plan.has_head:
         return kept_gathered_weights(s, plan)
+    outputs = pipeline_kept_outputs(s, plan)
     a, tp = s.assumptions, s.layout.tp
     per_logit = loss_temporary_bytes_per_logit(
         s.behaviour, s.shape.dtype_bytes, a.loss_logits_bytes, tp
@@ -109,7 +111,7 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
         head = head_params_per_gpu(s.model, tp, has_embedding=False)  # tied: the same weight
         parts.append(("ZeRO-3 gathered LM head", head * s.policy.param_bytes))
         parts += torchtitan_unit_parts(s, plan)
-    return (*(p for p in parts if p[1]), *kept_gathered_weights(s, plan))
+    return (*(p for p in parts if p[1]), *kept_gathered_weights(s, plan), *outputs)
 
 
 def torchtitan_unit_parts(s: TrainingSetting, plan: StagePlan) -> Parts:
@@ -154,6 +156,27 @@ def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
         per = s.policy.grad_bytes if grad_bytes is None else grad_bytes
         parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * per))
     return tuple(parts)
+
+
+def pipeline_kept_outputs(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """The last pipeline stage's outputs of every micro-batch of the schedule, bytes: the
+    logits (vocabulary-parallel under TP, in the activation dtype), kept from each forward
+    to the next step (``pipeline_keeps_outputs``), so all of them at the last micro-batch's
+    backward (the current one held for its backward either way) and in the optimizer step.
+
+    Source: torch/distributed/pipelining/stage.py forward_one_chunk (``output_chunks.append``;
+    ``clear_runtime_states`` empties it when the next ``step`` begins) and schedules.py
+    ``step`` (merges ``output_chunks`` on the last stage); pytorch/pytorch PR 165822 added
+    ``step(return_outputs=False)``, which torchtitan PR 1922 (2025-10-22, "Update PP to
+    release memory earlier") passes.
+    """
+    if not (s.behaviour.pipeline_keeps_outputs and s.layout.pp > 1 and plan.has_head):
+        return ()
+    per_schedule = s.assumptions.pipeline_schedule_microbatches
+    count = s.microbatches if per_schedule is None else min(per_schedule, s.microbatches)
+    logits = s.shape.tokens * s.model.vocab_size / s.layout.tp
+    return (("pipeline last stage's outputs (every micro-batch's logits)",
+             count * logits * s.shape.dtype_bytes),)  # fmt: skip
 
 
 def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:

@@ -70,6 +70,7 @@ from explorer.memory.temporaries import (
     graph_buffer_parts,
     optimizer_temporaries,
     persistent_buffers,
+    pipeline_kept_outputs,
 )
 from explorer.memory.tensors import activation_shape
 from explorer.partition import StagePlan, inflight_microbatches, loss_inflight, pipeline_plan
@@ -224,7 +225,7 @@ def _contents_parts(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> St
         persistent=persistent_buffers(s, plan),
         backward_start=backward_start_temporaries(s, plan),
         block_backward=block_backward_temporaries(s, plan),
-        optimizer_step=optimizer_temporaries(s, states),
+        optimizer_step=optimizer_temporaries(s, states) + pipeline_kept_outputs(s, plan),
         fixed=s.fixed,
     )
 

@@ -20,7 +20,7 @@ from explorer.compute.gemm import kernel_figures
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
 from explorer.precision import NVFP4_BYTES_PER_ELEMENT
 from explorer.presets import load_cluster, load_gpu, load_model
-from explorer.published_runs.table import ZERO_OF_SHARDING, PublishedRun
+from explorer.published_runs.table import ZERO_OF_SHARDING, PublishedRun, load_published_runs
 from explorer.specs import (
     RECOMPUTE_MODULES,
     ClusterSpec,
@@ -248,6 +248,8 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
     fields: dict[str, Any] = {"optimizer_state_bytes": 4.0 if run.bf16_parameters else 8.0}
     if run.framework == "torchtitan":
         fields["fsdp_torchtitan_units"] = True
+        if (date := _source_date(run)) is not None and date < PP_RETURN_OUTPUTS_DATE:
+            fields["pipeline_keeps_outputs"] = True
     if run.framework == "NeMo AutoModel":
         fields |= {"fsdp_ignores_unsharded_experts": True, "fsdp_accumulated_grad_bytes": 4.0}
     if run.framework == "LLM Foundry":  # Composer wraps torch's FSDP1 (FullyShardedDataParallel)
@@ -261,6 +263,18 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
     if run.loss_fused:
         fields |= FUSED_LOSS
     return fields
+
+
+PP_RETURN_OUTPUTS_DATE: Final = "2025-10-22"
+"""torchtitan PR 1922 ("Update PP to release memory earlier", 2025-10-22) passes
+``step(return_outputs=False)`` (pytorch/pytorch PR 165822): a torchtitan run published before
+it keeps the last pipeline stage's outputs of every micro-batch (``pipeline_keeps_outputs``)."""
+
+
+def _source_date(run: PublishedRun) -> str | None:
+    """The ISO date of the run's source (its [sources] table in the stored file), if there."""
+    source = load_published_runs().sources.get(run.source)
+    return source.date if source is not None else None
 
 
 FUSED_LOSS: Final = {"loss_logits_bytes": 2.0, "loss_backward_bytes_per_logit": 2.0}
