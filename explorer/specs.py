@@ -383,6 +383,11 @@ class GemmPoint:
     """Achieved FLOP/s over the format's dense tensor-core peak (0, 1]."""
     source: str = ""
     """Where the measurement comes from."""
+    recipe: str = ""
+    """The FP8 scaling recipe the GEMM ran with where it is not the format's default kernel
+    (``blockwise``: DeepGEMM's 1x128 / 128x128 block-scaled kernel); a GEMM under that recipe
+    follows these points where the GPU has any (explorer.compute.gemm.gemm_efficiency). Empty:
+    the format's default GEMM (cuBLAS per-tensor scaled for FP8)."""
 
     def __post_init__(self) -> None:
         _positive(self, "m", "n", "k")

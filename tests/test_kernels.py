@@ -220,8 +220,14 @@ def test_a_measured_point_of_the_presets_shape_replaces_it() -> None:
     gpu = load_gpu("h100-sxm")
     point = GemmPoint(m=2048, n=2048, k=13312, dtype="bf16", efficiency=0.7)
     measured = with_measured_gemms(gpu, [point])
-    assert measured.kernels is not None and len(measured.kernels.gemms) == 2
+    # the preset's BF16 point replaced; its per-tensor and blockwise FP8 points kept
+    assert measured.kernels is not None and len(measured.kernels.gemms) == 3
     assert gemm_efficiency(2048, 2048, 13312, "bf16", measured) == pytest.approx(0.7)
+    # a measured FP8 point drops the preset's blockwise one: the user's GEMMs win
+    fp8 = GemmPoint(m=4096, n=4096, k=4096, dtype="fp8", efficiency=0.5)
+    both = with_measured_gemms(gpu, [point, fp8])
+    assert both.kernels is not None and len(both.kernels.gemms) == 3
+    assert gemm_efficiency(4096, 4096, 4096, "fp8", both, None, "blockwise") == pytest.approx(0.5)
     # a GPU without figures gets the generic ones with the point
     generic = with_measured_gemms(dataclasses.replace(gpu, kernels=None), [point])
     assert gemm_efficiency(2048, 2048, 13312, "bf16", generic) == pytest.approx(0.7)

@@ -153,7 +153,11 @@ def test_a_layout_the_core_expresses_carries_no_reason_and_an_unstated_recipe_on
     assert scenario(_with("mbridge-25.11-h100-llama3-70b-fp8cs")).inexact == ()
     nvfp4 = scenario(_with("mbridge-26.04.01-gb200-llama3-70b-nvfp4"))
     assert nvfp4.inexact == () and nvfp4.workload.precision == "nvfp4-mixed"
-    reasons = scenario(_with("mbridge-25.09-h100-deepseek-v3")).inexact  # "fp8": not stated
+    # the 25.09 row is FP8-CS (the recipes' perf matrix): an exact recipe; the same row with a
+    # bare "fp8" leaves the recipe unstated
+    assert scenario(_with("mbridge-25.09-h100-deepseek-v3")).workload.precision == "fp8-mixed"
+    assert scenario(_with("mbridge-25.09-h100-deepseek-v3")).inexact == ()
+    reasons = scenario(_with("mbridge-25.09-h100-deepseek-v3", precision="fp8")).inexact
     assert any("recipe not stated" in r for r in reasons)
 
 

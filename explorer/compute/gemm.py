@@ -73,12 +73,18 @@ def kernel_figures(gpu: GpuSpec) -> KernelFigures:
 
 def with_measured_gemms(gpu: GpuSpec, points: Iterable[GemmPoint]) -> GpuSpec:
     """``gpu`` with measured GEMMs (a calibration file's, ``probe``'s) added to its anchors; a
-    point of the same shape and format replaces the preset's. Every GEMM then follows the
-    nearest measured point of its format (``gemm_efficiency``)."""
+    point of the same shape and format replaces the preset's, and the preset's points of a
+    measured format tagged with a recipe (H100's DeepGEMM blockwise ones) are dropped. Every
+    GEMM then follows the nearest measured point of its format (``gemm_efficiency``)."""
     figures = kernel_figures(gpu)
     new = tuple(points)
     shapes = {(p.m, p.n, p.k, p.dtype) for p in new}
-    kept = tuple(p for p in figures.gemms if (p.m, p.n, p.k, p.dtype) not in shapes)
+    formats = {p.dtype for p in new}
+    kept = tuple(
+        p
+        for p in figures.gemms
+        if (p.m, p.n, p.k, p.dtype) not in shapes and not (p.recipe and p.dtype in formats)
+    )
     # measured points describe the user's own shapes: no training-shape multiplier over them
     figures = replace(
         figures, training_shape_share=1.0, fp8_training_shape_share=1.0,
@@ -125,14 +131,16 @@ def wave_overhead(dtype: str, figures: KernelFigures) -> float:
 
 
 def _anchor(
-    m: float, n: float, k: float, dtype: str, points: tuple[GemmPoint, ...]
+    m: float, n: float, k: float, dtype: str, points: tuple[GemmPoint, ...], recipe: str = ""
 ) -> tuple[GemmPoint, float] | None:
     """The measured point of the same format (else, for FP4, FP8's: ``FP4_SHARE_FROM_FP8``;
     else BF16's) closest in log-shape, and the highest share measured in that format (the
-    ceiling)."""
-    same = [p for p in points if p.dtype == dtype]
+    ceiling). Points measured under ``recipe`` (GemmPoint.recipe) stand alone where the GPU has
+    any; otherwise the format's default points (recipe empty) are used."""
+    tagged = [p for p in points if p.dtype == dtype and recipe and p.recipe == recipe]
+    same = tagged or [p for p in points if p.dtype == dtype and not p.recipe]
     if not same and dtype == "fp4" and FP4_SHARE_FROM_FP8:
-        same = [p for p in points if p.dtype == "fp8"]
+        same = [p for p in points if p.dtype == "fp8" and not p.recipe]
     same = same or [p for p in points if p.dtype == "bf16"]
     if not same:
         return None
@@ -180,18 +188,21 @@ def gemm_efficiency(
     dtype: GemmDType,
     gpu: GpuSpec,
     bandwidth_bytes_per_s: float | None = None,
+    recipe: str = "",
 ) -> float:
     """Achieved share of ``dtype``'s dense peak for one m x n x k GEMM on ``gpu``.
 
     The time model anchored on the nearest measured GEMM of the format (the GPU preset's
     figures plus any calibration points in ``gpu.kernels.gemms``), capped at the best measured
     share of the format, with the roofline at ``bandwidth_bytes_per_s`` (achievable HBM
-    bandwidth; None: no roofline). Source: module docstring.
+    bandwidth; None: no roofline). ``recipe`` (an FP8 recipe name): the points measured under
+    it where the GPU has any (H100's DeepGEMM blockwise points), else the format's default
+    ones. Source: module docstring.
     """
     if min(m, n, k) <= 0:
         raise ValueError(f"GEMM dimensions must be positive, got {m} x {n} x {k}")
     figures = kernel_figures(gpu)
-    found = _anchor(m, n, k, dtype, figures.gemms)
+    found = _anchor(m, n, k, dtype, figures.gemms, recipe)
     if found is None:
         point, ceiling = (
             GemmPoint(m=8192, n=8192, k=8192, dtype=dtype, efficiency=GENERIC_CEILING),

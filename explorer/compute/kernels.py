@@ -136,6 +136,7 @@ def _one(
     scale: float,
     cap: float,
     call_s: float = 0.0,
+    recipe: str = "",
 ) -> GemmTimes:
     """Forward, input-gradient and weight-gradient seconds of one (grouped) GEMM; a GEMM
     issued as ``g.calls`` separate calls lasts at least ``g.calls x call_s`` per pass."""
@@ -144,7 +145,7 @@ def _one(
 
     def seconds(m: float, n: float, k: float, groups: int) -> float:
         # grouped: every group's tiles share the waves; m (tokens per expert) pads per group
-        eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bandwidth))
+        eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bandwidth, recipe))
         return max(floor, 2.0 * m * n * k * groups / (peak * eff))
 
     casts = 1.0 if fmt in LOW_PRECISION_COMPUTE else 0.0
@@ -169,18 +170,21 @@ def gemm_times(
     cap: float = 1.0,
     call_s: float = 0.0,
     low_precision_scale: float = 1.0,
+    recipe: str = "",
 ) -> tuple[GemmTimes, GemmTimes]:
     """(dense GEMMs, routed-expert GEMMs) seconds of a block per micro-batch; BF16 layers run
     in BF16 whatever ``fmt``. Efficiencies are multiplied by ``scale`` (the FP8 / FP4 ones also
     by ``low_precision_scale``: the recipe's block scaling) and held at most at ``cap``; an
     expert GEMM issued as separate per-expert calls lasts at least ``call_s`` per call and pass
-    (``ComputeAssumptions.grouped_gemm_call_s``). Source: module docstring."""
+    (``ComputeAssumptions.grouped_gemm_call_s``); the FP8 / FP4 GEMMs follow the GPU's points
+    measured under ``recipe`` where it has any (gemm_efficiency). Source: module docstring."""
     dense, expert = GemmTimes(), GemmTimes()
     low_scale = scale * low_precision_scale if fmt in LOW_PRECISION_COMPUTE else scale
     for g in gemms:
         low = g.bf16 and fmt in LOW_PRECISION_COMPUTE
         t_fmt: GemmDType = "bf16" if low else fmt
-        t = _one(g, t_fmt, gpu, bandwidth, scale if low else low_scale, cap, call_s)
+        t_recipe = recipe if t_fmt in LOW_PRECISION_COMPUTE else ""
+        t = _one(g, t_fmt, gpu, bandwidth, scale if low else low_scale, cap, call_s, t_recipe)
         if g.expert:
             expert = expert + t
         else:

@@ -153,7 +153,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
         bandwidth, a.gemm_efficiency_scale * bf16_share, a.max_efficiency,
         a.grouped_gemm_call_s,
         BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0) * low_share / bf16_share,
-        ctx.fp8_dispatch,
+        ctx.fp8_dispatch, cast_recipe(ctx),
     )  # fmt: skip
 
 
@@ -174,12 +174,13 @@ def _kinds_of(
     call_s: float = 0.0,
     block_share: float = 1.0,
     fp8_dispatch: bool = True,
+    recipe: str = "",
 ) -> _Kinds:
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs)
 
     def timed(moe: bool) -> tuple[GemmTimes, GemmTimes]:
         gemms = tuple(block_gemms(model, layout, seq, moe, fp8_dispatch))
-        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s, block_share)
+        return gemm_times(gemms, fmt, gpu, bandwidth, scale, cap, call_s, block_share, recipe)
 
     dense, _ = timed(False)
     moe, experts = timed(True) if model.is_moe else (GemmTimes(), GemmTimes())
