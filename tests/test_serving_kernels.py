@@ -1,4 +1,5 @@
-"""Serving steps as the kernels run them: MLA absorbed decode, GEMM efficiency by rows, DeepEP."""
+"""Serving steps as the kernels run them: MLA absorbed decode, GEMMs by shape, decode attention,
+DeepEP."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import pytest
 from explorer.memory.serving import ServingLayout, stage_shapes
 from explorer.presets import load_gpu, load_model
 from explorer.serving import ServingAssumptions
-from explorer.serving.assumptions import gemm_efficiency
 from explorer.serving.deepep import copy_bytes, ep_exchange_s, nodes_reached
-from explorer.serving.latency import _Case, _comm_s, _slowest, _stage_flops
+from explorer.serving.kernels import (
+    decode_attention_flop_scale,
+    dense_gemm_cost,
+    elementwise_bytes_per_token,
+)
+from explorer.serving.latency import _Case, _comm_s, _compute_parts, _slowest, _stage_flops
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ServingWorkload
 
@@ -35,20 +40,52 @@ def test_decode_attention_of_deepseek_is_absorbed_and_prefill_is_not():
     assert dense.decode_attention_per_key == dense.attention_per_key
 
 
-def test_gemm_efficiency_pads_rows_to_the_64_row_tensor_core_tile():
-    big = A.prefill_compute_efficiency
-    assert gemm_efficiency(A, 64, False) == big
-    assert gemm_efficiency(A, 8, False) == pytest.approx(big * 8 / 64, rel=1e-12)
-    assert gemm_efficiency(A, 65, True) == pytest.approx(big * 65 / 128, rel=1e-12)
-    assert gemm_efficiency(A, 8192, True) == big
-    # decode and prefill of the same rows run at the same efficiency (the shape decides)
-    assert gemm_efficiency(A, 200, False) == gemm_efficiency(A, 200, True)
+def test_large_serving_gemms_reach_the_best_measured_share_and_one_row_a_64th_of_it():
+    # H200 FP8: the MAMF table's best FP8 GEMM, 0.73445 of the dense FP8 peak, caps every
+    # shape; a step of 8192 rows reaches it in Llama 70B's GEMMs (to 0.1%: wave quantisation)
+    h200 = load_gpu("h200")
+    per_flop, _ = dense_gemm_cost(LLAMA_70B, 80, 0, 1, 8192.0, "fp8", h200)
+    assert 1 / (per_flop * 1979e12) == pytest.approx(0.73445, rel=1e-3)
+    assert 1 / (per_flop * 1979e12) <= 0.73445
+    # one row fills 1 of the 64 rows of the smallest tile: at most 0.73445 / 64 of the peak
+    one, _ = dense_gemm_cost(LLAMA_70B, 80, 0, 1, 1.0, "fp8", h200)
+    assert 1 / (one * 1979e12) <= 0.73445 / 64
+
+
+def test_decode_attention_pads_mlas_query_rows_to_flashmlas_64_row_blocks():
+    # h_q s_q: 128 heads at TP 1 fill two blocks; 16 heads at TP 8 fill a quarter of one;
+    # 16 heads x 2 tokens (a verify step of one draft) half of one
+    assert decode_attention_flop_scale(DEEPSEEK_V3, 1, 1.0) == 1.0
+    assert decode_attention_flop_scale(DEEPSEEK_V3, 8, 1.0) == 4.0
+    assert decode_attention_flop_scale(DEEPSEEK_V3, 8, 2.0) == 2.0
+    assert decode_attention_flop_scale(LLAMA_70B, 8, 1.0) == 1.0  # not MLA: memory-bound
+
+
+def test_mla_decode_attention_runs_at_flashmlas_published_rate():
+    # one token at 4096 keys, 61 absorbed blocks of 278,528 FLOPs a key, at FlashMLA's 660
+    # TFLOPS on H800 (BF16 KV); at TP 8 the 16 heads a GPU pad to 64 rows: 4 x the FLOPs / 8
+    h800 = ClusterSpec(gpu=load_gpu("h800"))
+    w = ServingWorkload(prompt_len=4096, output_len=2, concurrency=1, weights_dtype="fp8")
+    f = _stage_flops(DEEPSEEK_V3, tuple(range(61)), True)
+    flops = 61 * 278_528 * 4096
+    for tp, scale in ((1, 1.0), (8, 4.0 / 8)):
+        case = _Case(DEEPSEEK_V3, h800, ServingLayout(tp=tp), w, A)
+        k = _compute_parts(case, f, 1.0, 4096.0, False, 1.0)
+        assert k.attention == pytest.approx(flops * scale / 660e12, rel=1e-9)
+
+
+def test_memory_bound_kernels_move_the_fused_ledgers_bytes():
+    # Llama 70B per token and block: 2 norms and 2 residual adds 10 h = 81,920, SwiGLU
+    # 3 f = 86,016 elements, 2 bytes each, 80 blocks: 26,869,760 bytes; TP 8 splits the
+    # activation only
+    assert elementwise_bytes_per_token(LLAMA_70B, 80, 0, 1) == 80 * 2 * (81_920 + 86_016)
+    assert elementwise_bytes_per_token(LLAMA_70B, 80, 0, 8) == 80 * 2 * (81_920 + 86_016 / 8)
 
 
 def test_a_single_sequence_decode_stays_memory_bound_despite_the_padding():
     # one row padded to 64 costs 64 rows of FLOPs, still under the weight read: the
     # memory-to-compute crossover of an fp8 GEMM on H200 (2 FLOPs and 1 byte a weight and
-    # row) is 0.6 x 1979e12 / (2 x 0.8 x 4.8e12) = 155 rows, above the tile: 64 / 155 = 0.41
+    # row) is 0.73445 x 1979e12 / (2 x 0.8 x 4.8e12) = 189 rows, above the tile: 64 / 189
     w = ServingWorkload(prompt_len=1000, output_len=2, concurrency=1, weights_dtype="fp8")
     case = _Case(LLAMA_70B, H200_NODE, ServingLayout(), w, A)
     step = _slowest(case, 1.0, 1000.0, prefill=False)

@@ -54,14 +54,16 @@ def test_acceptance_zero_with_draft_tokens_only_costs():
 
 
 def test_a_memory_bound_verify_step_costs_what_a_decode_step_costs():
-    # one sequence of a dense model on one GPU: the weights dominate, k + 1 tokens' FLOPs hide
+    # one sequence of a dense model on one GPU: the weights dominate, k + 1 tokens' FLOPs hide;
+    # only their activations and norms (5 rows' bytes, not 1) add, under 1%
     w = replace(W, concurrency=1)
     spec = Speculation(kind="draft", draft_tokens=4, acceptance=0.7, draft_model=LLAMA_8B)
     r = speculative_decode(LLAMA_8B, H200_NODE, ServingLayout(), w, spec, A)
-    assert r.verify_step_s == r.plain_step_s
-    # the draft is the same model here, so each draft step is a plain step: 5 steps for
-    # (1 - 0.7^5) / 0.3 = 2.7731 tokens, slower than plain decode
-    assert r.step_s == pytest.approx(5 * r.plain_step_s, rel=1e-12)
+    assert r.verify_step_s == pytest.approx(r.plain_step_s, rel=1e-2)
+    assert r.verify_step_s > r.plain_step_s
+    # the draft is the same model here, so each draft step is a plain step: 4 of them and the
+    # verify for (1 - 0.7^5) / 0.3 = 2.7731 tokens, slower than plain decode
+    assert r.step_s == pytest.approx(4 * r.plain_step_s + r.verify_step_s, rel=1e-12)
     assert r.tokens_per_step == pytest.approx(2.7731, rel=1e-12)
 
 

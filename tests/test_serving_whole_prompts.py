@@ -12,6 +12,7 @@ from explorer.presets import load_gpu, load_model
 from explorer.published_serving import estimate_run, load_runs, summary, trtllm_bench_settings
 from explorer.serving import ServingAssumptions
 from explorer.serving.assumptions import graph_batch
+from explorer.serving.kernels import expert_gemm_cost
 from explorer.serving.latency import (
     _Case,
     _compute_parts,
@@ -109,7 +110,9 @@ def test_the_scheduler_keeps_the_decodes_the_closed_forms_give(chunked, decodes)
 def test_experts_parallel_over_the_tp_ranks_pay_the_busiest_ranks_load():
     # Qwen3-235B at TP8, 2048 tokens: whole experts, 16 a rank, each rank 2048 x 8 / 8 = 2048
     # copies; cv 1.68: 1 + sqrt(2 ln 8) sqrt(1.68^2 / 16 + 1 / 2048) = 1.8577 x the expert
-    # GEMMs' time of TP-sharded experts (same FLOPs, same rows per expert)
+    # GEMMs' time of TP-sharded experts (same FLOPs, same 128 rows per expert), times the two
+    # shapes' cost: whole experts (1536 wide, 16 a GPU) against slices (192 wide, all 128:
+    # k = 192 deep down GEMMs pay the FP8 per-wave fixed work of 600 k-elements)
     model = load_model("qwen3-235b-a22b")
     cluster, layout = ClusterSpec(gpu=load_gpu("h200"), num_nodes=1), ServingLayout(tp=8)
     w = ServingWorkload(prompt_len=128, output_len=128, concurrency=2048, weights_dtype="fp8")
@@ -117,7 +120,11 @@ def test_experts_parallel_over_the_tp_ranks_pay_the_busiest_ranks_load():
     sharded, whole = ServingAssumptions(), ServingAssumptions(experts_parallel_in_tp=True)
     tp = _compute_parts(_Case(model, cluster, layout, w, sharded), flops, 2048, 0, True, 2048)
     ep = _compute_parts(_Case(model, cluster, layout, w, whole), flops, 2048, 0, True, 2048)
-    assert ep.experts / tp.experts == pytest.approx(1.8577, abs=1e-4)
+    h200 = cluster.gpu
+    whole_s, _ = expert_gemm_cost(model, 128.0, 1536.0, 16, "fp8", h200)
+    slice_s, _ = expert_gemm_cost(model, 128.0, 192.0, 128, "fp8", h200)
+    assert ep.experts / tp.experts == pytest.approx(1.8577 * whole_s / slice_s, abs=1e-4)
+    assert whole_s < slice_s
     assert ep.gemms == tp.gemms and ep.attention == tp.attention
 
 

@@ -8,12 +8,14 @@ from typing import Literal
 
 from explorer.comm.collectives import LinkEfficiency
 from explorer.memory.serving import MemoryAssumptions
+from explorer.serving.kernels import DECODE_ATTENTION_COMPUTE_SHARE, DECODE_ATTENTION_HBM_SHARE
 
 LEAVES_OUT = (
     "the engine's host time per step unless step_overhead_s sets it (the queueing of an "
     "engine under load is in explorer.serving.scheduler), KV sharing of cached prefixes "
     "between sequences, overlap of communication with compute other than two-batch overlap, "
-    "attention kernels' efficiency by KV length, load imbalance between attention "
+    "decode attention's bandwidth at short KV lengths (its share is one figure), non-GEMM "
+    "kernels (norms, activations, rotary), load imbalance between attention "
     "data-parallel groups, CPU sampling and detokenisation"
 )
 """What the serving model leaves out, shown with every result."""
@@ -36,14 +38,24 @@ class ServingAssumptions:
 
     memory: MemoryAssumptions = field(default_factory=MemoryAssumptions)
     """Engine memory assumptions (headroom, paged blocks, prefill chunk, runtime, buffers)."""
-    prefill_compute_efficiency: float = 0.6
-    """Fraction of dense peak FLOP/s a large GEMM reaches (a prefill chunk, or a decode step
-    with many tokens); ``gemm_efficiency`` scales it down for GEMMs of few rows. Source:
-    large bf16 GEMMs on H100 reach about 70% of the dense peak (cuBLAS); attention and
-    non-GEMM kernels take some of it."""
+    prefill_compute_efficiency: float = 1.0
+    """Most of the dense peak any serving GEMM reaches, over the kernel model's own ceiling
+    (explorer.compute.gemm: each GEMM's share at its shape, capped at the GPU's best measured
+    share, MAMF). 1: the kernel model alone; a calibration file sets it to its best measured
+    GEMM's share (explorer.probe)."""
     hbm_efficiency: float = 0.8
-    """Fraction of HBM bandwidth decode kernels sustain. Source: memory-bound GEMV and paged
-    attention kernels on H100 measure 75-85% of the data-sheet bandwidth."""
+    """Fraction of HBM bandwidth the GEMMs' weight and activation reads sustain (the roofline's
+    memory term). Source: the training model's figure (explorer.compute.assumptions): DeepGEMM
+    README, H800 memory-bound GEMM rows (M = 64-128): 2,604-2,668 GB/s of 3,350 (78-80%)."""
+    decode_attention_hbm_efficiency: float = DECODE_ATTENTION_HBM_SHARE
+    """Fraction of HBM bandwidth decode attention reads the KV cache at. Source:
+    ``explorer.serving.kernels.DECODE_ATTENTION_HBM_SHARE`` (FlashMLA on H100: 2,826 of 3,352
+    GB/s)."""
+    decode_attention_compute_efficiency: float = DECODE_ATTENTION_COMPUTE_SHARE
+    """Fraction of the dense peak a compute-bound decode attention kernel reaches (MLA's
+    absorbed decode with many heads a GPU). Source:
+    ``explorer.serving.kernels.DECODE_ATTENTION_COMPUTE_SHARE`` (FlashMLA: 660 TFLOPS on
+    H800)."""
     links: LinkEfficiency = field(default_factory=LinkEfficiency)
     """Achievable share of NVLink and fabric bandwidth for collectives (explorer.comm)."""
     comm_overlap: float = 0.0
@@ -151,6 +163,8 @@ class ServingAssumptions:
         for name in (
             "prefill_compute_efficiency",
             "hbm_efficiency",
+            "decode_attention_hbm_efficiency",
+            "decode_attention_compute_efficiency",
         ):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
@@ -167,12 +181,6 @@ class ServingAssumptions:
             raise ValueError(f"comm_overlap must be in [0, 1], got {self.comm_overlap}")
 
 
-GEMM_TILE_ROWS = 64
-"""Rows a tensor-core GEMM pads its M dimension to: the smallest M of Hopper's warpgroup MMA
-(``wgmma.mma_async`` shapes m64nNk16, PTX ISA 8.0, sec. 9.7.14) and of Blackwell's 1-SM
-``tcgen05.mma`` (M = 64 or 128). A step's tokens are the GEMM's rows."""
-
-
 def graph_batch(a: ServingAssumptions, seqs: float) -> float | None:
     """The captured CUDA-graph batch a decode-only step of ``seqs`` sequences (one attention
     group) replays: the smallest captured size at least ``seqs``; None runs it eagerly
@@ -184,18 +192,3 @@ def graph_batch(a: ServingAssumptions, seqs: float) -> float | None:
         sizes = (*(size for size in sizes if size < a.cuda_graph_max), a.cuda_graph_max)
     fits = [size for size in sizes if size >= seqs - 1e-9]
     return float(min(fits)) if fits else None
-
-
-def gemm_efficiency(a: ServingAssumptions, tokens_per_step: float, prefill: bool) -> float:
-    """Fraction of peak FLOP/s a serving step's GEMM reaches with ``tokens_per_step`` rows (the
-    tokens of an attention group; an expert's routed copies): a large GEMM's efficiency times
-    the share of the padded tile rows that carry tokens, tokens / (64 ceil(tokens / 64)).
-    Below the memory-to-compute crossover the roofline's memory term binds instead (a GEMM of
-    few rows reads its whole weight matrix for them). The phase does not change it: a decode
-    step of many sequences runs GEMMs as large as a prefill chunk's. The one place a kernel
-    model (GEMM efficiency by shape, explorer.compute) replaces."""
-    del prefill  # the shape, not the phase, sets the efficiency
-    if not math.isfinite(tokens_per_step) or tokens_per_step <= 0:
-        return a.prefill_compute_efficiency
-    padded = GEMM_TILE_ROWS * math.ceil(tokens_per_step / GEMM_TILE_ROWS)
-    return a.prefill_compute_efficiency * tokens_per_step / padded

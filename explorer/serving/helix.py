@@ -19,23 +19,23 @@ bytes (2 floats per head, small beside B x H / TPA), prefill.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from explorer.comm.collectives import collective_s
 from explorer.counting import layer_params
 from explorer.memory.serving import ACTIVATION_BYTES, ServingLayout, StageShape, stage_shapes
 from explorer.memory.serving_layout import weight_bytes_per_param
-from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency
-from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
+from explorer.serving.assumptions import ServingAssumptions
+from explorer.serving.experts import expert_slots, experts_touched
+from explorer.serving.kernels import dense_gemm_cost, gemm_format
 from explorer.serving.keys import attention_flops_share, decode_kv_share
 from explorer.serving.latency import (
     Roofline,
     _Case,
+    _compute_parts,
     _group,
     _mixed_stage_step,
     _stage_flops,
-    peak_flops_per_s,
     sustained_decodes,
 )
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload
@@ -120,7 +120,8 @@ def helix_decode_step(
     kv = b * context * shape.kv_bytes_per_token  # as the base step reads it (windows, top-k)
     kv *= decode_kv_share(model, shape.layers, w.kv_dtype, context)
     hbm = a.hbm_efficiency * cluster.gpu.hbm_bytes_per_s
-    memory_s = base.memory_s - (ffn + experts + kv) * keep / hbm
+    kv_hbm = a.decode_attention_hbm_efficiency * cluster.gpu.hbm_bytes_per_s
+    memory_s = base.memory_s - (ffn + experts) * keep / hbm - kv * keep / kv_hbm
     compute_s = base.compute_s - _split_flops_s(case, shape, b, context) * keep
     # what running the kernel classes one after another adds at KVP 1, kept as it is
     serial = base.kernels_s - max(base.compute_s, base.memory_s) if base.kernels_s else 0.0
@@ -161,25 +162,22 @@ def helix_points(
 
 def _split_flops_s(case: _Case, shape: StageShape, tokens: float, context: float) -> float:
     """Seconds of the FLOPs KV parallelism divides further, timed as the planner's decode step
-    times them (explorer.serving.latency._compute_s): the attention core over the context
-    (MLA's absorbed decode where it applies) at a large GEMM's efficiency, the dense MLP and
-    shared experts (2 FLOPs per weight) at the efficiency of ``tokens`` rows, the routed
-    experts at that of the rows each expert receives."""
+    times them (explorer.serving.latency._compute_parts): the attention core over the context
+    (MLA's absorbed decode where it applies) at the decode attention kernel's share, the dense
+    MLP and shared experts (2 FLOPs per weight) at the dense GEMMs' cost at ``tokens`` rows,
+    the routed experts at that of the rows each expert receives."""
     model, lay, a = case.model, case.layout, case.a
     layers = shape.layers
     f = _stage_flops(model, layers, shape.has_lm_head)
     mlp = 2.0 * sum(layer_params(model, i).mlp + layer_params(model, i).shared_experts
                     for i in layers)  # fmt: skip
-    imbalance = expert_imbalance(
-        model, lay.ep, lay.redundant_experts, tokens, a.expert_load_cv, a.balanced_load_cv
-    )
-    slots = expert_slots(model, lay.redundant_experts)
-    rows = tokens * lay.ep * model.num_experts_per_tok / slots if slots else tokens
     keys = context * attention_flops_share(model, layers, context, False)  # windows, top-k
-    seconds = tokens * f.decode_attention_per_key * keys / gemm_efficiency(a, math.inf, False)
-    seconds += tokens * mlp / gemm_efficiency(a, tokens, False)
-    seconds += tokens * f.experts * imbalance / gemm_efficiency(a, rows, False)
-    return seconds / lay.tp / peak_flops_per_s(case.cluster, case.workload.weights_dtype)
+    k = _compute_parts(case, f, tokens, keys, False, tokens)
+    gpu = case.cluster.gpu
+    fmt = gemm_format(gpu, case.workload.weights_dtype)
+    per_flop, _ = dense_gemm_cost(model, f.dense_blocks, f.moe_blocks, lay.tp, tokens, fmt, gpu,
+                                  a.prefill_compute_efficiency)  # fmt: skip
+    return k.attention + k.experts + tokens * mlp / lay.tp * per_flop
 
 
 def _comm_s(case: _Case, shape: StageShape, tokens: float, n: int, kvp: int) -> float:

@@ -38,7 +38,7 @@ from explorer.memory.serving import (
     stage_shapes,
     weight_bytes_per_param,
 )
-from explorer.serving.assumptions import ServingAssumptions, gemm_efficiency, graph_batch
+from explorer.serving.assumptions import ServingAssumptions, graph_batch
 from explorer.serving.deepep import copy_bytes, ep_exchange_s
 from explorer.serving.drafts import (
     Speculation,
@@ -47,6 +47,16 @@ from explorer.serving.drafts import (
     expected_tokens_per_step,
 )
 from explorer.serving.experts import expert_imbalance, expert_slots, experts_touched
+from explorer.serving.kernels import (
+    decode_attention_compute_share,
+    decode_attention_flop_scale,
+    dense_gemm_cost,
+    elementwise_bytes_per_token,
+    expert_gemm_cost,
+    gemm_format,
+    logits_cost,
+    prefill_attention_share,
+)
 from explorer.serving.keys import attention_flops_share, decode_kv_share
 from explorer.serving.mla import absorbed_attention_flops_per_key
 from explorer.specs import ClusterSpec, ModelSpec, ServingWorkload, WeightDType
@@ -106,6 +116,8 @@ class _StageFlops:
     attention_per_key: float  # scores and values, per token and per key in context
     logits: float
     decode_attention_per_key: float  # the same in decode (MLA: absorbed, explorer.serving.mla)
+    dense_blocks: int = 0  # blocks with a dense MLP (their GEMM shapes: explorer.serving.kernels)
+    moe_blocks: int = 0  # blocks with an MoE MLP
 
 
 @lru_cache(maxsize=4096)
@@ -125,7 +137,8 @@ def _stage_flops(model: ModelSpec, layers: tuple[int, ...], has_lm_head: bool) -
             per_key += block.attention_core
     logits = 2.0 * model.hidden_size * model.vocab_size if has_lm_head else 0.0
     absorbed = absorbed_attention_flops_per_key(model) * len(layers) if model.is_mla else per_key
-    return _StageFlops(dense, experts, per_key, logits, absorbed)
+    moe = sum(1 for index in layers if model.is_moe_layer(index))
+    return _StageFlops(dense, experts, per_key, logits, absorbed, len(layers) - moe, moe)
 
 
 def _group(cluster: ClusterSpec, name: GroupName, size: int, stride: int) -> GroupPlacement:
@@ -196,27 +209,61 @@ def _comm_s(case: _Case, shape: StageShape, tokens: float, low_latency: bool = F
 
 @dataclass(frozen=True, slots=True)
 class _Kernels:
-    """Compute seconds of one stage step by kernel class."""
+    """Compute seconds of one stage step by kernel class, and the GEMMs' activation bytes."""
 
     gemms: float  # attention projections, dense and shared MLPs, router, LM head
     attention: float  # scores and values over the context
     experts: float  # the routed experts' GEMMs
+    gemm_bytes: float = 0.0  # activations the dense GEMMs read and write (per GPU)
+    expert_bytes: float = 0.0  # activations the routed experts' GEMMs read and write
+
+
+def _expert_shape(case: _Case, slots: int) -> tuple[float, int]:
+    """(FFN width on one GPU, local experts) of the routed experts: TP-sharded experts
+    (ep 1, tp > 1) keep every expert at 1 / tp of its width; experts parallel over the TP
+    ranks, or over the tp x ep GPUs of an attention-DP layout, are whole, slots / GPUs a GPU."""
+    model, lay, a = case.model, case.layout, case.a
+    width = float(model.moe_intermediate_size)
+    if lay.ep == 1 and lay.tp > 1 and not a.experts_parallel_in_tp:
+        return width / lay.tp, max(1, slots)
+    return width, max(1, slots // (lay.tp * lay.ep))
 
 
 def _compute_parts(
-    case: _Case, f: _StageFlops, tokens: float, context: float, prefill: bool, rows: float
+    case: _Case,
+    f: _StageFlops,
+    tokens: float,
+    context: float,
+    prefill: bool,
+    rows: float,
+    per_seq: float = 1.0,
 ) -> _Kernels:
     """Compute seconds of one stage's FLOPs for ``tokens`` per attention group, ``context``
-    keys each, by kernel class: each GEMM at the efficiency of its rows (``gemm_efficiency``;
-    ``rows`` >= tokens when a CUDA graph pads the batch, the padded rows computed too),
-    attention at that of a large GEMM (its rows are heads x tokens)."""
+    keys each, by kernel class: each GEMM at the shared kernel model's share at its shape
+    (explorer.serving.kernels; ``rows`` >= tokens when a CUDA graph pads the batch, the padded
+    rows computed too), prefill attention at the GPU's attention table at the prompt's length
+    (2 x the mean keys of a causal prompt), decode attention at the decode kernel's share with
+    MLA's query rows padded (``per_seq`` tokens a sequence)."""
     model, lay, a = case.model, case.layout, case.a
     if tokens <= 0:
         return _Kernels(0.0, 0.0, 0.0)
-    peak = peak_flops_per_s(case.cluster, case.workload.weights_dtype)
+    gpu = case.cluster.gpu
+    fmt = gemm_format(gpu, case.workload.weights_dtype)
+    cap = a.prefill_compute_efficiency
+    fp8_kv = case.workload.kv_dtype == "fp8" and bool(gpu.fp8_flops_per_s)
     per_key = f.attention_per_key if prefill else f.decode_attention_per_key
-    gemms = rows * f.dense / lay.tp / gemm_efficiency(a, rows, prefill)
-    attention = tokens * per_key * context / lay.tp / gemm_efficiency(a, math.inf, prefill)
+    dense_s, dense_b = dense_gemm_cost(model, f.dense_blocks, f.moe_blocks, lay.tp, rows, fmt,
+                                       gpu, cap)  # fmt: skip
+    gemms = rows * f.dense / lay.tp * dense_s
+    flops = tokens * per_key * context / lay.tp
+    if prefill:
+        heads = model.num_attention_heads / lay.tp
+        share = prefill_attention_share(model, gpu, 2.0 * context, fp8_kv, heads)
+    else:
+        flops *= decode_attention_flop_scale(model, lay.tp, per_seq)
+        share = min(a.decode_attention_compute_efficiency, 1.0)
+        share = decode_attention_compute_share(fp8_kv, share)
+    attention = flops / (attention_peak_flops_per_s(case) * share)
     # ep groups' tokens spread over tp x ep GPUs; the busiest EP rank sets the pace; each
     # expert's GEMM gets the token copies routed to it (ep groups x tokens x k / slots)
     imbalance = expert_imbalance(
@@ -227,12 +274,22 @@ def _compute_parts(
             model, lay.tp, lay.redundant_experts, rows / lay.tp, a.expert_load_cv,
             a.balanced_load_cv,
         )  # fmt: skip
-    slots = expert_slots(model, lay.redundant_experts)
-    routed = rows * lay.ep * model.num_experts_per_tok / slots if slots else rows
-    experts = rows * f.experts / lay.tp * imbalance / gemm_efficiency(a, routed, prefill)
+    experts = expert_bytes = 0.0
+    if f.experts:
+        slots = expert_slots(model, lay.redundant_experts)
+        routed = rows * lay.ep * model.num_experts_per_tok / slots if slots else rows
+        width, groups = _expert_shape(case, slots)
+        expert_s, per_copy = expert_gemm_cost(model, routed, width, groups, fmt, gpu, cap)
+        experts = rows * f.experts / lay.tp * imbalance * expert_s
+        expert_bytes = routed * groups * per_copy * imbalance * f.moe_blocks
     heads = 1.0 if prefill else rows  # the LM head runs on the last token of each sequence
-    gemms += heads * f.logits / lay.tp / gemm_efficiency(a, heads, prefill)
-    return _Kernels(gemms / peak, attention / attention_peak_flops_per_s(case), experts / peak)
+    if f.logits:
+        head_s, head_b = logits_cost(model, heads, lay.tp, gpu, cap)
+        gemms += heads * f.logits / lay.tp * head_s
+        dense_b = rows * dense_b + heads * head_b
+    else:
+        dense_b = rows * dense_b
+    return _Kernels(gemms, attention, experts, dense_b, expert_bytes)
 
 
 def attention_peak_flops_per_s(case: _Case) -> float:
@@ -312,7 +369,7 @@ def _kernel_step(
     rows = (graph if graph is not None else decode) * per_seq
     window = _decode_kv_share(case, shape, context)
     dec_keys = context * attention_flops_share(model, shape.layers, context, False)
-    dec = _compute_parts(case, f, decode * per_seq, dec_keys, False, rows)
+    dec = _compute_parts(case, f, decode * per_seq, dec_keys, False, rows, per_seq)
     pre_keys = keys * attention_flops_share(model, shape.layers, keys, True)  # windows, top-k
     pre = _compute_parts(case, f, prefill, pre_keys, True, prefill)
     tokens = decode * per_seq + prefill
@@ -325,11 +382,21 @@ def _kernel_step(
     bandwidth = a.hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s
     gemm_c, att_c = dec.gemms + pre.gemms, dec.attention + pre.attention
     exp_c = dec.experts + pre.experts
-    weights_s, experts_s, kv_s = shape.read_bytes / bandwidth, experts / bandwidth, kv / bandwidth
+    # the roofline's bytes: weights once and the GEMMs' activations in and out; the KV cache
+    # at the decode attention kernel's bandwidth (explorer.serving.kernels)
+    weights_s = (shape.read_bytes + dec.gemm_bytes + pre.gemm_bytes) / bandwidth
+    experts_s = (experts + dec.expert_bytes + pre.expert_bytes) / bandwidth
+    kv_s = kv / (a.decode_attention_hbm_efficiency * case.cluster.gpu.hbm_bytes_per_s)
     kernels = max(gemm_c, weights_s) + max(exp_c, experts_s) + max(att_c, kv_s)
+    # the memory-bound kernels between them (norms, residuals, activation: .kernels)
+    elementwise = (rows + prefill) * elementwise_bytes_per_token(
+        model, f.dense_blocks, f.moe_blocks, lay.tp
+    )
+    kernels += elementwise / bandwidth
     if graph is None and a.launch_s > 0:  # eager: the host launches every kernel
         kernels = max(kernels, len(shape.layers) * a.kernels_per_block * a.launch_s)
-    return Roofline(gemm_c + att_c + exp_c, weights_s + experts_s + kv_s, 0.0, kernels)
+    memory_s = weights_s + experts_s + kv_s + elementwise / bandwidth
+    return Roofline(gemm_c + att_c + exp_c, memory_s, 0.0, kernels)
 
 
 def _stage_step(
