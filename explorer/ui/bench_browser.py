@@ -270,6 +270,11 @@ def run(
         base_url = None
         if baseline is not None:  # the same pages of another checkout, each after ours
             base_url = stack.enter_context(served(baseline / "app.py", baseline, timeout_s))
+            if sidebar:  # and its sidebar alone, after ours
+                other = Path(folder) / "sidebar_base.py"
+                other.write_text(SIDEBAR_PAGE.format(root=str(baseline.resolve())))
+                other_url = stack.enter_context(served(other, Path(folder), timeout_s))
+                targets.append(("sidebar@base", f"{other_url}/?{query}", SLIDER))
         for name in pages:
             targets.append((name, f"{app_url}/{name}?{query}", SLIDER))
             if base_url is not None:
@@ -331,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         type=Path,
-        help="another checkout of the app (a folder with app.py): its pages are timed in the "
-        "same run, interleaved, and reported as PAGE@base",
+        help="another checkout of the app (a folder with app.py): its pages (and with "
+        "--sidebar its sidebar) are timed in the same run, interleaved, and reported as "
+        "PAGE@base",
     )
     parser.add_argument(
         "--sidebar", action="store_true", help="also time the app's sidebar alone ('sidebar')"
