@@ -239,6 +239,19 @@ def summary(timings: list[PageTiming]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _sidebar_page(folder: Path, root: Path) -> Path:
+    """The sidebar-alone page of checkout ``root`` in ``folder``, with that checkout's
+    ``.streamlit/config.toml`` beside it: served with the app's own server settings."""
+    folder.mkdir(parents=True)
+    page = folder / "sidebar.py"
+    page.write_text(SIDEBAR_PAGE.format(root=str(root)))
+    config = root / ".streamlit" / "config.toml"
+    if config.is_file():
+        (folder / ".streamlit").mkdir()
+        shutil.copy(config, folder / ".streamlit" / "config.toml")
+    return page
+
+
 def run(
     pages: tuple[str, ...],
     query: str,
@@ -263,17 +276,15 @@ def run(
         bare_url = stack.enter_context(served(bare, Path(folder), timeout_s))
         targets = [("bare", bare_url, BARE_SLIDER)]
         if sidebar:
-            alone = Path(folder) / "sidebar.py"
-            alone.write_text(SIDEBAR_PAGE.format(root=str(ROOT)))
-            alone_url = stack.enter_context(served(alone, Path(folder), timeout_s))
+            alone = _sidebar_page(Path(folder) / "sidebar", ROOT)
+            alone_url = stack.enter_context(served(alone, alone.parent, timeout_s))
             targets.append(("sidebar", f"{alone_url}/?{query}", SLIDER))
         base_url = None
         if baseline is not None:  # the same pages of another checkout, each after ours
             base_url = stack.enter_context(served(baseline / "app.py", baseline, timeout_s))
             if sidebar:  # and its sidebar alone, after ours
-                other = Path(folder) / "sidebar_base.py"
-                other.write_text(SIDEBAR_PAGE.format(root=str(baseline.resolve())))
-                other_url = stack.enter_context(served(other, Path(folder), timeout_s))
+                other = _sidebar_page(Path(folder) / "sidebar_base", baseline.resolve())
+                other_url = stack.enter_context(served(other, other.parent, timeout_s))
                 targets.append(("sidebar@base", f"{other_url}/?{query}", SLIDER))
         for name in pages:
             targets.append((name, f"{app_url}/{name}?{query}", SLIDER))
