@@ -168,3 +168,36 @@ def test_every_sidebar_input_and_page_control_has_a_definition():
         (kind, getattr(w, "label", "")) for kind in kinds for w in at.get(kind) if not w.proto.help
     ]
     assert not missing
+
+
+def test_inputs_hidden_for_several_runs_come_back_with_their_values():
+    """Streamlit drops a widget's value once a run does not draw it; the sidebar puts the
+    last one back (explorer.ui.sidebar._KEPT) without re-assigning the widgets it draws."""
+    at = run()
+    at.number_input(key="in_mbs").set_value(4).run()
+    at.select_slider(key="in_seq").set_value(32768).run()
+    at.radio(key="in_workload").set_value("serving").run()
+    at.number_input(key="in_prompt").set_value(777).run()  # two more runs without them
+    at.run()
+    assert at.session_state["scenario"].layout.micro_batch_size == 4  # kept while hidden
+    at.radio(key="in_workload").set_value("training").run()
+    assert_clean(at)
+    assert at.number_input(key="in_mbs").value == 4
+    assert at.select_slider(key="in_seq").value == 32768
+    assert at.session_state["scenario"].serving.prompt_len == 777
+    assert at.session_state["scenario"].training.seq_len == 32768
+
+
+def test_closing_the_mixed_cluster_editor_keeps_its_groups_and_reopening_shows_them():
+    at = run({"mixed": "h100-sxm:8:2,a100-80g:8:2"})  # groups in the link: it opens by itself
+    assert at.selectbox(key="cluster_editor_gpu_1").value == "a100-80g"
+    at.session_state["cluster_editor_open"] = False
+    at.run()
+    at.run()
+    assert_clean(at)
+    assert not [s for s in at.selectbox if s.key == "cluster_editor_gpu_1"]  # not drawn closed
+    assert at.session_state["scenario"].mixed.groups == (("h100-sxm", 8, 2), ("a100-80g", 8, 2))
+    at.session_state["cluster_editor_open"] = True
+    at.run()
+    assert at.number_input(key="cluster_editor_nodes_1").value == 2
+    assert at.session_state["scenario"].mixed.groups == (("h100-sxm", 8, 2), ("a100-80g", 8, 2))

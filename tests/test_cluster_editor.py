@@ -18,6 +18,7 @@ def _run(query: dict[str, str]) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     for k, v in query.items():
         at.query_params[k] = v
+    at.session_state["cluster_editor_open"] = True  # the editor draws its rows only when open
     at.run()
     return at
 

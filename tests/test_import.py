@@ -548,6 +548,7 @@ def test_app_paste_box_applies_the_imported_layout_and_shows_what_it_cannot_expr
 
     app = str(Path(__file__).resolve().parents[1] / "app.py")
     at = AppTest.from_file(app, default_timeout=60)
+    at.session_state["import_open"] = True  # the paste box is drawn only when open
     at.run()
     at.radio(key="import_format").set_value("megatron").run()
     text = (

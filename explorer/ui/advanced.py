@@ -18,6 +18,7 @@ from explorer.ui.assumptions import GROUP_TITLES, Knob, knobs, overrides_from
 from explorer.ui.help_text import HELP, inert_reason, with_reason
 from explorer.ui.state import key, scenario_from_state
 
+_UNSET = object()
 MAX_GBPS = MAX_BYTES_PER_S / 1e9
 """The largest link bandwidth a widget takes, GB/s (explorer.limits)."""
 
@@ -68,7 +69,9 @@ def _on_knob(knob: Knob) -> None:
 
 def _knob(knob: Knob, value: Any, off: str | None = None) -> None:
     widget = _knob_key(knob)
-    st.session_state[widget] = knob.shown(value)
+    shown = knob.shown(value)
+    if st.session_state.get(widget, _UNSET) != shown:  # an assignment redraws the widget
+        st.session_state[widget] = shown
     help_text = with_reason(knob.help, off)
     common: dict[str, Any] = {"key": widget, "help": help_text, "on_change": _on_knob}
     common["disabled"] = off is not None

@@ -239,6 +239,19 @@ def summary(timings: list[PageTiming]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _sidebar_page(folder: Path, root: Path) -> Path:
+    """The sidebar-alone page of checkout ``root`` in ``folder``, with that checkout's
+    ``.streamlit/config.toml`` beside it: served with the app's own server settings."""
+    folder.mkdir(parents=True)
+    page = folder / "sidebar.py"
+    page.write_text(SIDEBAR_PAGE.format(root=str(root)))
+    config = root / ".streamlit" / "config.toml"
+    if config.is_file():
+        (folder / ".streamlit").mkdir()
+        shutil.copy(config, folder / ".streamlit" / "config.toml")
+    return page
+
+
 def run(
     pages: tuple[str, ...],
     query: str,
@@ -263,13 +276,16 @@ def run(
         bare_url = stack.enter_context(served(bare, Path(folder), timeout_s))
         targets = [("bare", bare_url, BARE_SLIDER)]
         if sidebar:
-            alone = Path(folder) / "sidebar.py"
-            alone.write_text(SIDEBAR_PAGE.format(root=str(ROOT)))
-            alone_url = stack.enter_context(served(alone, Path(folder), timeout_s))
+            alone = _sidebar_page(Path(folder) / "sidebar", ROOT)
+            alone_url = stack.enter_context(served(alone, alone.parent, timeout_s))
             targets.append(("sidebar", f"{alone_url}/?{query}", SLIDER))
         base_url = None
         if baseline is not None:  # the same pages of another checkout, each after ours
             base_url = stack.enter_context(served(baseline / "app.py", baseline, timeout_s))
+            if sidebar:  # and its sidebar alone, after ours
+                other = _sidebar_page(Path(folder) / "sidebar_base", baseline.resolve())
+                other_url = stack.enter_context(served(other, other.parent, timeout_s))
+                targets.append(("sidebar@base", f"{other_url}/?{query}", SLIDER))
         for name in pages:
             targets.append((name, f"{app_url}/{name}?{query}", SLIDER))
             if base_url is not None:
@@ -331,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         type=Path,
-        help="another checkout of the app (a folder with app.py): its pages are timed in the "
-        "same run, interleaved, and reported as PAGE@base",
+        help="another checkout of the app (a folder with app.py): its pages (and with "
+        "--sidebar its sidebar) are timed in the same run, interleaved, and reported as "
+        "PAGE@base",
     )
     parser.add_argument(
         "--sidebar", action="store_true", help="also time the app's sidebar alone ('sidebar')"

@@ -32,6 +32,8 @@ GROUPS = key("mixed")
 SEEN = "cluster_editor_seen"
 """The groups tuple the row widgets were last seeded from."""
 ROWS = "cluster_editor_rows"
+OPEN = "cluster_editor_open"
+"""The expander's key: whether the editor is open."""
 MAX_GROUPS = 8
 WHERE = {"dp": "one data-parallel replica", "pp-stage": "one pipeline rank",
          "link": "one pipeline rank's links"}  # fmt: skip
@@ -64,13 +66,26 @@ def _remove() -> None:
 
 
 def render() -> None:
-    """The editor; writes the groups tuple to session state for the sidebar's scenario."""
+    """The editor; writes the groups tuple to session state for the sidebar's scenario.
+
+    Its widgets are drawn only while the expander is open (closed, they would cost every
+    rerun); it opens by itself when groups arrive from elsewhere (a link, a loaded report).
+    Closed, the groups and the straggler stay as they are in the scenario."""
     state = st.session_state
     groups = tuple(tuple(g) for g in state.get(GROUPS, ()))
-    if state.get(SEEN) != groups or ROWS not in state:
+    changed = state.get(SEEN) != groups
+    if changed and groups:
+        state[OPEN] = True
+    box = st.expander("Mixed cluster and stragglers", key=OPEN, on_change="rerun")
+    if not box.open:
+        if changed:
+            state[SEEN] = groups
+        return
+    rows_lost = any(_row_key("gpu", i) not in state for i in range(len(groups)))
+    if changed or ROWS not in state or rows_lost:  # a closed editor's row widgets are dropped
         _seed(groups)
     gpus = dict(cached.gpu_choices())
-    with st.expander("Mixed cluster and stragglers", expanded=bool(groups)):
+    with box:
         st.caption("Groups of one GPU type each; the Meshes page ranks layouts on them. "
                    "No group: the cluster above alone.")  # fmt: skip
         rows = []

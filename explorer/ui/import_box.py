@@ -16,6 +16,8 @@ from explorer.ui.state import MODEL_CHOICE, key, layout_state, scenario_from_sta
 
 TEXT = "import_text"
 FORMAT = "import_format"
+OPEN = "import_open"
+"""The expander's key: whether the box is open."""
 MESSAGES = "_import_messages"
 ERROR = "_import_error"
 FORMATS = {"megatron": "Megatron-LM / Bridge / NeMo", "torchtitan": "torchtitan TOML"}
@@ -84,8 +86,12 @@ def _apply() -> None:
 
 
 def render() -> None:
-    """The expander with the text area, the format choice and the apply button."""
-    with st.expander("Import launch settings"):
+    """The expander with the text area, the format choice and the apply button, drawn only
+    while it is open (closed, they would cost every rerun)."""
+    box = st.expander("Import launch settings", key=OPEN, on_change="rerun")
+    if not box.open:
+        return
+    with box:
         st.radio(
             "Format", list(FORMATS), key=FORMAT, format_func=FORMATS.__getitem__, horizontal=True,
             help="Which launcher's settings the text below holds.",

@@ -76,6 +76,11 @@ ZERO_HELP = (
     "states and master weights; 2 also gradients; 3 also the weights (FSDP full shard)."
 )
 _SEEDED = "_seeded"
+_KEPT = "_kept_inputs"
+"""The scenario's widget values at the end of the last run. Streamlit drops a widget's value
+once a run does not draw it (a closed expander, the other workload's inputs); the next run
+puts it back from here. Only the dropped ones: assigning a widget's key, even to the value it
+has, makes Streamlit send that widget as changed, and the browser redraws it in full."""
 _LINK_MESSAGES = "_link_messages"
 _UPLOAD_ERROR = "_upload_error"
 _UPLOADER = "upload_file"
@@ -114,9 +119,10 @@ def _seed_or_keep() -> None:
         _ensure_option(key("gpu"), list(dict(cached.gpu_choices())), "GPU", default[key("gpu")])
         return
     present = state.to_dict()  # one copy: each `in` on session state would build one
-    for name in STATE_KEYS:  # re-assigning stops Streamlit dropping a hidden widget's value
-        if name in present:
-            state[name] = present[name]
+    kept = state.get(_KEPT, {})
+    for name in STATE_KEYS:  # a widget hidden last run lost its value: its last one back
+        if name not in present and name in kept:
+            state[name] = kept[name]
 
 
 def _ensure_option(name: str, options: Sequence[Any], what: str, fallback: Any) -> None:
@@ -380,7 +386,9 @@ def _render() -> Scenario:
             _section("Layout", lambda: _layout(draft.layout, error, dp, _is_moe(draft)))
             recipe_inputs.render(draft.layout)
             import_box.render()
-    scenario = scenario_from_state(st.session_state.to_dict())
+    values = st.session_state.to_dict()
+    scenario = scenario_from_state(values)
     st.session_state[SCENARIO] = scenario
+    st.session_state[_KEPT] = {name: values[name] for name in STATE_KEYS if name in values}
     _sync_url(scenario)
     return scenario
