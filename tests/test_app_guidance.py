@@ -152,9 +152,9 @@ def test_drawing_the_whole_step_redraws_the_diagram_without_the_pattern_note():
 
 
 def test_the_schedule_diagrams_memory_lines_peak_at_each_stages_memory_estimate():
+    from explorer.charts.schedule import live_memory, memory_lines
     from explorer.estimate import estimate, estimate_timeline
     from explorer.presets import load_cluster
-    from explorer.ui.charts.schedule import live_memory, memory_lines
     from explorer.units import GiB
 
     layout = Layout(dp=2, tp=8, pp=4, zero=1, recompute="selective")  # the app's default

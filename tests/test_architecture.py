@@ -1,4 +1,5 @@
-"""Import rules: streamlit only in app.py and explorer/ui/, plotly only in explorer/ui/charts/."""
+"""Import rules: streamlit only in app.py and explorer/ui/, plotly only in explorer/charts/, and
+nothing outside explorer/ui/ imports explorer.ui."""
 
 from __future__ import annotations
 
@@ -11,15 +12,20 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "explorer"
 
 
-def imported_roots(path: Path) -> set[str]:
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports by absolute name, at its top or inside a function."""
     tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
     return names
+
+
+def imported_roots(path: Path) -> set[str]:
+    return {name.split(".")[0] for name in imported_modules(path)}
 
 
 def core_files() -> list[Path]:
@@ -36,8 +42,18 @@ def test_streamlit_and_plotly_stay_in_the_ui(path):
     roots = imported_roots(path)
     if relative[0] != "ui":
         assert "streamlit" not in roots, f"{path} imports streamlit outside explorer/ui/"
-    if relative[:2] != ("ui", "charts"):
-        assert "plotly" not in roots, f"{path} imports plotly outside explorer/ui/charts/"
+    if relative[0] != "charts":
+        assert "plotly" not in roots, f"{path} imports plotly outside explorer/charts/"
+
+
+@pytest.mark.parametrize("path", core_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_outside_the_ui_imports_it(path):
+    if path.relative_to(CORE).parts[0] == "ui":
+        return
+    ui = [m for m in imported_modules(path) if m == "explorer.ui" or m.startswith("explorer.ui.")]
+    assert not ui, (
+        f"{path} imports {ui}; the core, the charts and the CLI never import explorer/ui/"
+    )
 
 
 PROBE_TORCH_MODULES = ("kernels.py", "collectives.py", "run.py")

@@ -43,7 +43,7 @@ WALK = (
     ("explorer/memory/stage_activations.py", "activation_ledger"),
     ("explorer/memory/activations.py", "block_activation_bytes"),
     ("explorer/memory/phases.py", "peak_of"),
-    ("explorer/ui/charts/memory.py", "training_memory_figure"),
+    ("explorer/charts/memory.py", "training_memory_figure"),
     ("explorer/estimate/core.py", "estimate"),
     ("explorer/estimate/stages.py", "stage_times"),
     ("explorer/compute/passes.py", "pass_times"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.ui.charts.colors import axis_color
-from explorer.ui.charts.comm import MAX_SLOTS_DRAWN, GroupRow, exposed_figure, placement_figure
+from explorer.charts.colors import axis_color
+from explorer.charts.comm import MAX_SLOTS_DRAWN, GroupRow, exposed_figure, placement_figure
 
 
 def test_exposed_time_is_in_seconds_per_step_with_the_share_in_the_hover():

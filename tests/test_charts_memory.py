@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.memory import CATEGORIES, training_memory
-from explorer.presets import load_gpu, load_model
-from explorer.specs import Layout, TrainingWorkload
-from explorer.ui.charts.colors import MEMORY_COLORS, memory_color, memory_label
-from explorer.ui.charts.memory import (
+from explorer.charts.colors import MEMORY_COLORS, memory_color, memory_label
+from explorer.charts.memory import (
     breakdown_figure,
     stage_memory_figure,
     training_memory_figure,
 )
+from explorer.memory import CATEGORIES, training_memory
+from explorer.presets import load_gpu, load_model
+from explorer.specs import Layout, TrainingWorkload
 from explorer.units import GiB
 
 STAGES = ["0", "1", "2"]

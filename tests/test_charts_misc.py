@@ -5,15 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from explorer.counting import active_param_counts, param_counts
-from explorer.presets import load_model
-from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
-from explorer.ui.charts.model import flops_figure, params_figure
-from explorer.ui.charts.validation import (
+from explorer.charts.meshes import STEP_PARTS, step_breakdown_figure
+from explorer.charts.model import flops_figure, params_figure
+from explorer.charts.validation import (
     category_figure,
     measured_vs_estimated_figure,
     published_runs_figure,
 )
+from explorer.counting import active_param_counts, param_counts
+from explorer.presets import load_model
 from explorer.units import GiB
 
 

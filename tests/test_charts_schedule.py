@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from explorer.schedules import StageTimes, build_schedule, simulate
-from explorer.ui.charts.schedule import (
+from explorer.charts.schedule import (
     KIND_COLOURS,
     schedule_comparison_figure,
     schedule_figure,
 )
+from explorer.schedules import StageTimes, build_schedule, simulate
 
 
 def _timeline(name: str, stages: int = 4, microbatches: int = 8, virtual: int = 1):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from explorer.charts.serving import frontier_figure, memory_figure
 from explorer.presets import load_gpu, load_model
 from explorer.serving import plan_serving
 from explorer.specs import ClusterSpec, ServingWorkload
-from explorer.ui.charts.serving import frontier_figure, memory_figure
 
 LLAMA_70B = load_model("llama-3.1-70b")
 H100_NODE = ClusterSpec(gpu=load_gpu("h100-sxm"))

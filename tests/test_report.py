@@ -1,6 +1,6 @@
 """The layout report: its content equals the core's numbers, and every format holds it.
 
-Figures are drawn by explorer.ui.charts.report (the core never imports plotly); the PDF test
+Figures are drawn by explorer.charts.report (the core never imports plotly); the PDF test
 is skipped only where WeasyPrint's system libraries are missing and CI is not set.
 """
 
@@ -340,7 +340,7 @@ def test_a_pipe_in_a_cell_does_not_break_the_table():
 
 @pytest.fixture(scope="module")
 def html_page(report):
-    from explorer.ui.charts.report import figure_fragments, report_figures
+    from explorer.charts.report import figure_fragments, report_figures
 
     return report_html(report, figure_fragments(report_figures(report)))
 
@@ -502,14 +502,14 @@ def test_a_missing_pdf_library_is_a_sentence_the_app_can_show(monkeypatch, repor
 
 
 def test_without_kaleido_no_pngs_are_made(monkeypatch, report):
-    from explorer.ui.charts import report as charts
+    from explorer.charts import report as charts
 
     monkeypatch.setattr(charts, "_png_server", lambda: None)
     assert charts.figure_pngs(charts.report_figures(report)) == {}
 
 
 def test_render_report_gives_bytes_mime_and_a_file_name(report):
-    from explorer.ui.charts.report import render_report
+    from explorer.charts.report import render_report
 
     rendered = render_report(report, "md")
     assert rendered.mime == "text/markdown"
@@ -518,7 +518,7 @@ def test_render_report_gives_bytes_mime_and_a_file_name(report):
 
 
 def test_serving_figures_are_drawn(serving_report):
-    from explorer.ui.charts.report import report_figures
+    from explorer.charts.report import report_figures
 
     figures = report_figures(serving_report)
     assert set(figures) == {"serving_memory", "serving_frontier"}

@@ -3,7 +3,7 @@
 The flags become one ``Scenario`` (the app's input), so the JSON report written here loads back
 into the app. Without LAYOUT flags the search runs and its fastest layout is reported (with the
 ranking); ``--rank`` runs it for a given layout too. HTML and PDF figures are drawn by
-``explorer.ui.charts.report`` (imported only for those formats: Markdown and JSON stay fast).
+``explorer.charts.report`` (imported only for those formats: Markdown and JSON stay fast).
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     elif fmt == "json":
         data = report_json(report).encode()
     else:
-        from explorer.ui.charts.report import render_report
+        from explorer.charts.report import render_report
 
         try:
             rendered = render_report(report, fmt)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ launch settings; results as JSON-ready data; what the figures are drawn from). R
 ``report_markdown``, ``report_html`` (figures passed in as HTML fragments), ``report_pdf``
 (figures passed in as PNG bytes; needs WeasyPrint) and ``report_json``, which
 ``load_report_json`` reads back into the Scenario. Plotly never enters here:
-``explorer.ui.charts.report`` draws the figures for the callers.
+``explorer.charts.report`` draws the figures for the callers.
 """
 
 from explorer.report.content import FIGURES, FigureData, Report, build_report

@@ -25,7 +25,7 @@ from explorer.search import SearchResult
 from explorer.serving import ServingAssumptions, ServingPlan, plan_serving, serving_answers
 
 FIGURES = ("memory", "schedule", "communication", "serving_memory", "serving_frontier")
-"""Every figure a report may name; ``explorer.ui.charts.report`` draws them."""
+"""Every figure a report may name; ``explorer.charts.report`` draws them."""
 """Overrides of the serving model's assumptions are keyed ``serving.<field>``."""
 
 

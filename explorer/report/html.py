@@ -1,6 +1,6 @@
 """The report as one self-contained HTML page: tidy CSS, tables, code, and prerendered figures.
 
-Figures arrive from the caller as HTML fragments by name (``explorer.ui.charts.report`` makes
+Figures arrive from the caller as HTML fragments by name (``explorer.charts.report`` makes
 them: Plotly divs, plotly.js inlined with the first one only, or ``<img>`` tags with PNG data
 for the PDF), because the core never imports plotly. Nothing is fetched from the network.
 """

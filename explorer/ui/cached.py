@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
+from explorer.charts.style import Figure
 from explorer.counting import ParamCounts, active_param_counts, param_counts
 from explorer.flops import FlopsPerToken, forward_flops_per_token, model_flops_per_token
 from explorer.mesh import SearchSpace
@@ -38,9 +39,9 @@ from explorer.specs import (
     TrainingWorkload,
 )
 from explorer.ui.assumptions import estimate_assumptions, serving_assumptions
-from explorer.ui.charts.style import Figure
 
 if TYPE_CHECKING:
+    from explorer.charts.report import ReportFile
     from explorer.estimate import Estimate, StageTime
     from explorer.estimate.fixes import Fix
     from explorer.memory import TrainingMemory
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from explorer.serving.scheduler import LoadResult
     from explorer.serving.speculative import SpeculativeDecode
     from explorer.trust import ErrorSummary
-    from explorer.ui.charts.report import ReportFile
 
 MAX_ENTRIES = 256
 
@@ -273,7 +273,7 @@ def memory_chart(
     """The memory page's chart. Figures are cached as resources (shared, never copied):
     unpickling a Plotly figure re-validates it, which costs as much as building it; the app
     only reads them."""
-    from explorer.ui.charts.memory import training_memory_figure
+    from explorer.charts.memory import training_memory_figure
 
     memory = training_memory(model, cluster, layout, workload, overrides)
     return training_memory_figure(memory, cluster.gpu.name)
@@ -313,7 +313,7 @@ def schedule_chart(
     """The schedule diagram of the layout, drawn with ``microbatches`` micro-batches (the
     whole step, or its pattern). Keyed on the specs: hashing a timeline of thousands of
     actions would cost more than the figure."""
-    from explorer.ui.charts.schedule import schedule_figure
+    from explorer.charts.schedule import schedule_figure
 
     whole = timeline(model, cluster, layout, workload, overrides)
     return schedule_figure(_pattern(whole, microbatches))
@@ -331,7 +331,7 @@ def schedule_memory_chart(
     """The schedule diagram with each stage's memory in GiB under it (the block activations
     held times one set's bytes, on top of the rest of the stage's peak), when the memory
     estimate has one entry per simulated stage; else the diagram with sets held."""
-    from explorer.ui.charts.schedule import live_memory, schedule_figure
+    from explorer.charts.schedule import live_memory, schedule_figure
 
     whole = timeline(model, cluster, layout, workload, overrides)
     memory = estimate(model, cluster, layout, workload, overrides).memory
@@ -349,7 +349,7 @@ def schedule_comparison_chart(
     names: tuple[ScheduleName, ...],
 ) -> Figure | None:
     """The patterns of the layout under each schedule that can run it, stacked; None if none."""
-    from explorer.ui.charts.schedule import schedule_comparison_figure
+    from explorer.charts.schedule import schedule_comparison_figure
 
     variants = schedule_variants(model, cluster, layout, workload, overrides, names)
     drawn = [_pattern(t, pattern_microbatches(t)) for _, t, _ in variants if t is not None]
@@ -517,7 +517,7 @@ def serving_charts(
 ) -> tuple[Figure | None, Figure | None]:
     """(memory of the best ``layouts_drawn`` layouts, throughput-latency frontier); None where
     the plan has nothing to draw."""
-    from explorer.ui.charts.serving import frontier_figure, memory_figure
+    from explorer.charts.serving import frontier_figure, memory_figure
 
     plan = serving_plan(model, cluster, workload, overrides)
     best = plan.layouts[:layouts_drawn]
@@ -616,7 +616,7 @@ def search_step_chart(
 ) -> Figure:
     """The Meshes page's "where the step goes" chart of the best ten layouts, built once per
     search (a figure costs about as much to build as a cached search costs to read)."""
-    from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
+    from explorer.charts.meshes import STEP_PARTS, step_breakdown_figure
     from explorer.ui.meshes_table import display, label
 
     best = display(search(model, cluster, workload, overrides, space, ranked).layouts).head(10)
@@ -675,7 +675,7 @@ def report_file(scenario: Scenario, fmt: str, with_search: bool = False) -> Repo
     done = store("report_file").get(key)
     if done is not None:
         return done  # type: ignore[return-value]
-    from explorer.ui.charts.report import FORMATS, render_report
+    from explorer.charts.report import FORMATS, render_report
 
     if fmt not in FORMATS:
         raise ValueError(f"no report format {fmt!r}; choose from {', '.join(FORMATS)}")
@@ -692,7 +692,7 @@ def report_file_name(scenario: Scenario, fmt: str, with_search: bool = False) ->
 
 
 def report_mime(fmt: str) -> str:
-    from explorer.ui.charts.report import MIME
+    from explorer.charts.report import MIME
 
     return MIME[fmt]
 

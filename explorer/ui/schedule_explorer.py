@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from explorer.charts.style import Figure
 from explorer.scenario import Overrides, Scenario
 from explorer.specs import (
     SCHEDULES,
@@ -26,7 +27,6 @@ from explorer.specs import (
     TrainingWorkload,
 )
 from explorer.ui.assumptions import estimate_assumptions
-from explorer.ui.charts.style import Figure
 from explorer.ui.format import gib, percent, seconds, sentence
 from explorer.ui.pages import chart, number_columns
 from explorer.ui.schedule_zoom import window_slider
@@ -75,7 +75,7 @@ def exploration(
 
 def figure(x: Exploration, window: tuple[float, float] | None) -> Figure:
     """The explorer's diagram with each stage's memory (GiB) under it and the GPU's capacity."""
-    from explorer.ui.charts.schedule import LiveMemory, schedule_figure
+    from explorer.charts.schedule import LiveMemory, schedule_figure
 
     live = [LiveMemory(s.base_bytes, s.bytes_per_set) for s in x.stages]
     fig = schedule_figure(x.timeline, live=live, window=window)

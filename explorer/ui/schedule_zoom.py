@@ -12,11 +12,11 @@ from explorer.schedules.aggregate import needs_binning
 from explorer.ui import cached
 
 if TYPE_CHECKING:
+    from explorer.charts.style import Figure
     from explorer.scenario import Scenario
     from explorer.schedules import StageTimes, Timeline
     from explorer.specs import ScheduleName
     from explorer.ui import inputs
-    from explorer.ui.charts.style import Figure
 
 ZOOM_KEY = "pipeline_zoom"
 """The layout diagram's zoom slider (the explorer has its own)."""
@@ -71,7 +71,7 @@ def zoomed_figure(
     window = window_slider(shown, ZOOM_KEY)
     if window is None:
         return None
-    from explorer.ui.charts.schedule import live_memory, schedule_figure
+    from explorer.charts.schedule import live_memory, schedule_figure
 
     specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
     memory = cached.estimate(*specs).memory

@@ -17,10 +17,10 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.navigation.page import StreamlitPage
 
+from explorer.charts.style import CONFIG, Figure
 from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
 from explorer.ui import cached
-from explorer.ui.charts.style import CONFIG, Figure
 from explorer.ui.format import layout_label, sentence, tokens
 from explorer.ui.state import SCENARIO, key
 

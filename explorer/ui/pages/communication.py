@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
+from explorer.charts.comm import GroupRow, exposed_figure, placement_figure
 from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
-from explorer.ui.charts.comm import GroupRow, exposed_figure, placement_figure
 from explorer.ui.format import percent, seconds
 from explorer.ui.pages import chart, expected_error, header, run_page
 from explorer.units import GB, MiB

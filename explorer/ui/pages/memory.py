@@ -9,11 +9,11 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from explorer.charts.colors import memory_label
 from explorer.estimate.fixes import fit_status
 from explorer.scenario import LayoutInputs, Scenario
 from explorer.specs import Layout
 from explorer.ui import cached, inputs, measured_input, sidebar
-from explorer.ui.charts.colors import memory_label
 from explorer.ui.format import gib, percent, seconds
 from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
 from explorer.ui.state import key

@@ -9,12 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from explorer import limits
+from explorer.charts.memory import stage_memory_figure
+from explorer.charts.meshes import STEP_PARTS, step_breakdown_figure
 from explorer.scenario import LayoutInputs, Scenario, SearchInputs
 from explorer.search.rows import with_cost_column
 from explorer.specs import RECOMPUTES, SCHEDULES
 from explorer.ui import cached, inputs, progress, sidebar
-from explorer.ui.charts.memory import stage_memory_figure
-from explorer.ui.charts.meshes import STEP_PARTS, step_breakdown_figure
 from explorer.ui.format import gib, percent, seconds
 from explorer.ui.meshes_table import (
     COLUMNS,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from explorer.charts.model import flops_figure, label, params_figure
 from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
 from explorer.specs import ModelSpec
 from explorer.ui import cached, gallery, inputs
-from explorer.ui.charts.model import flops_figure, label, params_figure
 from explorer.ui.format import (
     billions,
     flop,

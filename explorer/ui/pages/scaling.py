@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from explorer.charts.scaling import ScalingRow, scaling_figure
 from explorer.cost import point_cost
 from explorer.limits import MAX_GPUS
 from explorer.scenario import Scenario
 from explorer.ui import cached, inputs
-from explorer.ui.charts.scaling import ScalingRow, scaling_figure
 from explorer.ui.format import layout_label
 from explorer.ui.pages import chart, expected_error, header, run_page
 

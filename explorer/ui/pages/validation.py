@@ -6,13 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer.scenario import Scenario
-from explorer.ui import cached
-from explorer.ui.charts.validation import (
+from explorer.charts.validation import (
     category_figure,
     measured_vs_estimated_figure,
     published_runs_figure,
 )
+from explorer.scenario import Scenario
+from explorer.ui import cached
 from explorer.ui.pages import chart, run_page
 from explorer.units import GiB
 

@@ -14,10 +14,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.charts.schedule_binned import binned_bars
 from explorer.memory import StageMemory
 from explorer.schedules import KINDS, Kind, Timeline
 from explorer.schedules.aggregate import DEFAULT_BINS, bin_timeline, needs_binning
-from explorer.ui.charts.schedule_binned import binned_bars
 from explorer.units import GiB
 
 KIND_COLOURS: dict[Kind, str] = {"F": "#4C78A8", "B": "#F58518", "W": "#54A24B"}

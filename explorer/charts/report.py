@@ -18,6 +18,10 @@ from typing import Literal
 
 import plotly.graph_objects as go
 
+from explorer.charts.comm import exposed_figure
+from explorer.charts.memory import stage_memory_figure
+from explorer.charts.schedule import schedule_figure
+from explorer.charts.serving import frontier_figure, memory_figure
 from explorer.estimate import estimate_timeline
 from explorer.report import (
     Report,
@@ -29,10 +33,6 @@ from explorer.report import (
 from explorer.report.content import FigureData, file_name
 from explorer.report.pdf import NO_CHARTS
 from explorer.report.serving import TOP as SERVING_TOP
-from explorer.ui.charts.comm import exposed_figure
-from explorer.ui.charts.memory import stage_memory_figure
-from explorer.ui.charts.schedule import schedule_figure
-from explorer.ui.charts.serving import frontier_figure, memory_figure
 
 Format = Literal["md", "html", "pdf", "json"]
 FORMATS: tuple[Format, ...] = ("md", "html", "pdf", "json")

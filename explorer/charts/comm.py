@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.ui.charts.colors import axis_color
-from explorer.ui.charts.style import FONT, styled
+from explorer.charts.colors import axis_color
+from explorer.charts.style import FONT, styled
 
 COLLECTIVE_COLOR = "#4C78A8"
 MAX_SLOTS_DRAWN = 48

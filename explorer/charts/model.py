@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from explorer.ui.charts.style import styled
+from explorer.charts.style import styled
 
 COMPONENT_LABELS = {
     "embeddings": "Embeddings",

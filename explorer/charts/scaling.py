@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from explorer.ui.charts.colors import CAPACITY, HIGHLIGHT
-from explorer.ui.charts.style import styled
+from explorer.charts.colors import CAPACITY, HIGHLIGHT
+from explorer.charts.style import styled
 
 LINE = {"strong": "#4C78A8", "weak": "#F58518"}
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from explorer.charts.colors import CAPACITY, HIGHLIGHT, memory_color, memory_label
+from explorer.charts.style import styled
 from explorer.serving import ParetoPoint, ServingEstimate
-from explorer.ui.charts.colors import CAPACITY, HIGHLIGHT, memory_color, memory_label
-from explorer.ui.charts.style import styled
 from explorer.units import GiB
 
 SERVING_CATEGORIES = ("weights", "kv_cache", "activations", "communication", "runtime", "headroom")

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer.ui.charts.colors import memory_color, memory_label
-from explorer.ui.charts.style import styled
+from explorer.charts.colors import memory_color, memory_label
+from explorer.charts.style import styled
 from explorer.units import GiB
 
 

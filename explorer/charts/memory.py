@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from explorer.charts.colors import CAPACITY, HIGHLIGHT, memory_color, memory_label
+from explorer.charts.style import styled
 from explorer.memory import CATEGORIES, TrainingMemory
-from explorer.ui.charts.colors import CAPACITY, HIGHLIGHT, memory_color, memory_label
-from explorer.ui.charts.style import styled
 from explorer.units import GB, GiB
 
 Y_TITLE = "memory per GPU (GiB, 2^30 bytes)"

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from explorer.ui.charts.style import styled
+from explorer.charts.style import styled
 
 STEP_PARTS = {
     "compute_s": ("compute", "#4C78A8"),
