@@ -88,6 +88,9 @@ class MixedSearch:
     elapsed_s: float
     mode: Literal["dp", "pp"] = "dp"
     """dp: data parallel across the types; pp: pipeline ranks on different types."""
+    evaluated: int = 0
+    """Layouts one type's search considered (ranked or rejected by a rule), the most over the
+    types' searches: the size of the space searched."""
 
 
 def merge_groups(groups: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, ...]:
@@ -171,6 +174,7 @@ def mixed_search(
     # The speed split's bound is looser (a harmonic mean): it starts from more layouts.
     k = max(2 * ranked, 20) if split == "even" else max(4 * ranked, 40)
     seen: dict[Layout, HeteroStep | str] = {}  # mixed steps (or why not) already timed
+    evaluated = 0
     while True:
         wanted = slow_first[:1] if split == "even" and len(sized) > 1 else slow_first
         results: list[SearchResult | None] = [None] * len(sized)
@@ -179,6 +183,7 @@ def mixed_search(
                 if results[i] is None:
                     results[i] = search(model, sized[i], workload, num_gpus=world, space=chosen,
                                         ranked=k, assumptions=assumptions)  # fmt: skip
+                    evaluated = max(evaluated, results[i].evaluated)
             done = [r for r in results if r is not None]
             rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
             lasts = [_last(r, k) for r in done]
@@ -196,6 +201,7 @@ def mixed_search(
     return MixedSearch(
         groups=merged, split=split, rows=tuple(rows[:ranked]), rejected=tuple(rejected),
         bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
+        evaluated=evaluated,
     )  # fmt: skip
 
 
@@ -309,10 +315,11 @@ def pipeline_search(
     rows: list[MixedRow] = []
     rejected: list[tuple[Layout, str]] = []
     seen: set[Layout] = set()
+    evaluated = [0]
     # Layouts near a type's memory often do not fit once the faster type takes more layers:
     # K doubles until ``ranked`` fit or K reaches MAX_K.
     while True:
-        _pipelines(model, merged, workload, chosen, assumptions, k, rows, rejected, seen)
+        _pipelines(model, merged, workload, chosen, assumptions, k, rows, rejected, seen, evaluated)
         if len(rows) >= ranked or k >= MAX_K:
             break
         k *= 2
@@ -320,20 +327,21 @@ def pipeline_search(
     return MixedSearch(
         groups=merged, split="even", rows=tuple(rows[:ranked]), rejected=tuple(rejected),
         bound_s=0.0, certain=False, searched=k, elapsed_s=time.perf_counter() - start,
-        mode="pp",
+        mode="pp", evaluated=evaluated[0],
     )  # fmt: skip
 
 
 def _pipelines(
     model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
     chosen: SearchSpace, assumptions: EstimateAssumptions, k: int, rows: list[MixedRow],
-    rejected: list[tuple[Layout, str]], seen: set[Layout],
+    rejected: list[tuple[Layout, str]], seen: set[Layout], evaluated: list[int],
 ) -> None:  # fmt: skip
     """Time on the mixed pipeline every layout of the types' K fastest not seen yet."""
     world = sum(_gpus(g) for g in merged)
     for c in (_on(g, world) for g in merged):
         result = search(model, c, workload, num_gpus=world, space=chosen, ranked=k,
                         assumptions=assumptions)  # fmt: skip
+        evaluated[0] = max(evaluated[0], result.evaluated)
         for e in result.estimates:
             if e.layout in seen:
                 continue
@@ -379,6 +387,8 @@ class StragglerSearch:
     certain: bool
     searched: int
     elapsed_s: float
+    evaluated: int = 0
+    """Layouts the search considered (ranked or rejected by a rule)."""
 
 
 def straggler_search(
@@ -426,6 +436,7 @@ def straggler_search(
     return StragglerSearch(
         straggler=straggler, rows=tuple(rows[:ranked]), rejected=tuple(rejected), top=top,
         bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
+        evaluated=result.evaluated,
     )  # fmt: skip
 
 
