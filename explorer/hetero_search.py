@@ -174,35 +174,102 @@ def mixed_search(
     # The speed split's bound is looser (a harmonic mean): it starts from more layouts.
     k = max(2 * ranked, 20) if split == "even" else max(4 * ranked, 40)
     seen: dict[Layout, HeteroStep | str] = {}  # mixed steps (or why not) already timed
+    results: list[SearchResult | None] = [None] * len(sized)
+    ks = [0] * len(sized)  # K each type's search ranked (0: not run)
     evaluated = 0
-    while True:
-        wanted = slow_first[:1] if split == "even" and len(sized) > 1 else slow_first
-        results: list[SearchResult | None] = [None] * len(sized)
-        for tries in (wanted, slow_first) if wanted != slow_first else (wanted,):
-            for i in tries:
-                if results[i] is None:
-                    results[i] = search(model, sized[i], workload, num_gpus=world, space=chosen,
-                                        ranked=k, assumptions=assumptions)  # fmt: skip
-                    evaluated = max(evaluated, results[i].evaluated)
-            done = [r for r in results if r is not None]
-            rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
-            lasts = [_last(r, k) for r in done]
-            # A type whose search ranked all it holds leaves nothing outside that can run.
-            bound = (max(lasts) if split == "even" or math.inf in lasts
-                     else _harmonic(merged, lasts))  # fmt: skip
-            certain = bound == math.inf or (
-                len(rows) >= ranked and rows[ranked - 1].step_s <= bound
-            )
-            if certain:
-                break
-        if certain or k >= MAX_K:
+
+    def run(i: int, k: int) -> None:
+        nonlocal evaluated
+        results[i] = found = search(model, sized[i], workload, num_gpus=world, space=chosen,
+                                    ranked=k, assumptions=assumptions)  # fmt: skip
+        ks[i] = k
+        evaluated = max(evaluated, found.evaluated)
+
+    def settle() -> tuple[list[MixedRow], list[tuple[Layout, str]], dict[int, float], float, bool]:
+        rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
+        lasts = {i: _last(r, ks[i]) for i, r in enumerate(results) if r is not None}
+        # A type whose search ranked all it holds leaves nothing outside that can run.
+        bound = (max(lasts.values()) if split == "even" or math.inf in lasts.values()
+                 else _harmonic(merged, [lasts[i] for i in range(len(merged))]))  # fmt: skip
+        certain = bound == math.inf or (len(rows) >= ranked and rows[ranked - 1].step_s <= bound)
+        return rows, rejected, lasts, bound, certain
+
+    for i in slow_first[:1] if split == "even" else slow_first:
+        run(i, k)
+    rows, rejected, lasts, bound, certain = settle()
+    if not certain and split == "even" and len(sized) > 1:
+        for i in slow_first[1:]:
+            run(i, k)
+        rows, rejected, lasts, bound, certain = settle()
+    # Then each round asks more layouts of the type that reaches the bound needed soonest
+    # (``_more``): the certificate is the same, only fewer searches run again.
+    while not certain:
+        wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
+        more = _more(merged, split, results, ks, lasts, wanted)
+        if not more:
             break
-        k *= 2
+        for i, k in more.items():
+            run(i, k)
+        rows, rejected, lasts, bound, certain = settle()
+    k = max(ks)
     return MixedSearch(
         groups=merged, split=split, rows=tuple(rows[:ranked]), rejected=tuple(rejected),
         bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
         evaluated=evaluated,
     )  # fmt: skip
+
+
+EXTRAPOLATE_MARGIN = 2.0
+"""How far past the extrapolated K a type's next search reaches (a guess too short costs one
+more search, one too long a slower one; a choice of speed, not of the ranking)."""
+
+
+def _reach(result: SearchResult, k: int, needed_s: float) -> int:
+    """The K at which a type's search is expected to rank a step of ``needed_s``: its ranked
+    steps extended along the slope of their last half (at least K + K / 4, at most MAX_K)."""
+    steps = [e.step_time_s for e in result.estimates]
+    half = len(steps) // 2
+    slope = (steps[-1] - steps[half - 1]) / (len(steps) - half) if half else 0.0
+    if slope <= 0 or not math.isfinite(needed_s):
+        return min(2 * k, MAX_K)
+    guess = k + math.ceil(EXTRAPOLATE_MARGIN * (needed_s - steps[-1]) / slope)
+    return min(max(guess, k + max(k // 4, 1)), MAX_K)
+
+
+def _more(
+    groups: tuple[ClusterSpec, ...], split: BatchSplit, results: list[SearchResult | None],
+    ks: list[int], lasts: dict[int, float], wanted_s: float,
+) -> dict[int, int]:  # fmt: skip
+    """The next K of the types to search again, {} when none can rank more.
+
+    The bound needs the ``ranked``-th step ``wanted_s``: with the others' K-th steps held, type g
+    must reach ``wanted_s`` (even split: the bound is a max) or n_g / (N / wanted_s -
+    sum_h!=g n_h / last_h) (speed split: the harmonic bound solved for g). The type whose
+    search is expected to get there with the fewest more layouts goes again; when none can
+    alone (or fewer than ``ranked`` rows are known), every type's K doubles, as it always did.
+    """
+    open_ = [i for i, k in enumerate(ks) if 0 < k < MAX_K]
+    if not math.isfinite(wanted_s):
+        return {i: min(2 * ks[i], MAX_K) for i in open_}
+    world = sum(_gpus(g) for g in groups)
+    options = []
+    for i in open_:
+        result = results[i]
+        assert result is not None
+        if split == "even":
+            needed = wanted_s
+        else:
+            rest = sum(_gpus(groups[h]) / lasts[h] for h in lasts if h != i)
+            room = world / wanted_s - rest
+            if room <= 0:
+                continue  # the others' K-th steps alone keep the bound below wanted_s
+            needed = _gpus(groups[i]) / room
+        k = _reach(result, ks[i], needed)
+        options.append((k - ks[i], i, k))
+    if not options:
+        return {i: min(2 * ks[i], MAX_K) for i in open_}
+    _, i, k = min(options)
+    return {i: k}
 
 
 def _rerank(
