@@ -382,40 +382,58 @@ def pipeline_search(
     rows: list[MixedRow] = []
     rejected: list[tuple[Layout, str]] = []
     seen: set[Layout] = set()
-    evaluated = [0]
+    sized = tuple(_on(g, world) for g in merged)
+    ranked_by: list[tuple[Estimate, ...]] = [()] * len(merged)  # each type's search, fastest first
+    asked = [0] * len(merged)  # the K each type's search was asked for
+    evaluated, reach = 0, k
     # Layouts near a type's memory often do not fit once the faster type takes more layers:
-    # K doubles until ``ranked`` fit or K reaches MAX_K.
+    # K doubles until ``ranked`` fit or K reaches MAX_K. A search asked for more layouts ranks
+    # the fewer's first in the same order (branch and bound: its first K are the K fastest),
+    # so one search of ``reach`` layouts serves the rounds up to it, each round reading its
+    # first K.
     while True:
-        _pipelines(model, merged, workload, chosen, assumptions, k, rows, rejected, seen, evaluated)
+        for i, c in enumerate(sized):
+            if asked[i] < k and len(ranked_by[i]) == asked[i]:
+                result = search(model, c, workload, num_gpus=world, space=chosen, ranked=reach,
+                                assumptions=assumptions)  # fmt: skip
+                ranked_by[i], asked[i] = result.estimates, reach
+                evaluated = max(evaluated, result.evaluated)
+        _pipelines(model, merged, workload, assumptions, [r[:k] for r in ranked_by], ranked_by,
+                   rows, rejected, seen)  # fmt: skip
         if len(rows) >= ranked or k >= MAX_K:
             break
-        k *= 2
+        # The next search reaches the K at which as many rows as found per layout so far give
+        # ``ranked`` (at least the next doubling, at most MAX_K).
+        found_per_k = len(rows) / k
+        k, reach = 2 * k, 2 * k
+        while reach < MAX_K and found_per_k * reach < ranked and found_per_k > 0:
+            reach *= 2
     rows.sort(key=lambda r: r.step_s)
     return MixedSearch(
         groups=merged, split="even", rows=tuple(rows[:ranked]), rejected=tuple(rejected),
         bound_s=0.0, certain=False, searched=k, elapsed_s=time.perf_counter() - start,
-        mode="pp", evaluated=evaluated[0],
+        mode="pp", evaluated=evaluated,
     )  # fmt: skip
 
 
 def _pipelines(
     model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
-    chosen: SearchSpace, assumptions: EstimateAssumptions, k: int, rows: list[MixedRow],
-    rejected: list[tuple[Layout, str]], seen: set[Layout], evaluated: list[int],
+    assumptions: EstimateAssumptions, firsts: list[tuple[Estimate, ...]],
+    ranked_by: list[tuple[Estimate, ...]], rows: list[MixedRow],
+    rejected: list[tuple[Layout, str]], seen: set[Layout],
 ) -> None:  # fmt: skip
-    """Time on the mixed pipeline every layout of the types' K fastest not seen yet."""
-    world = sum(_gpus(g) for g in merged)
-    for c in (_on(g, world) for g in merged):
-        result = search(model, c, workload, num_gpus=world, space=chosen, ranked=k,
-                        assumptions=assumptions)  # fmt: skip
-        evaluated[0] = max(evaluated[0], result.evaluated)
-        for e in result.estimates:
+    """Time on the mixed pipeline every layout of the types' K fastest (``firsts``, type by
+    type) not seen yet; a layout's estimate on a type whose search ranked it is reused."""
+    by_type = [{e.layout: e for e in r} for r in ranked_by]
+    for first in firsts:
+        for e in first:
             if e.layout in seen:
                 continue
             seen.add(e.layout)
+            known = tuple(index.get(e.layout) for index in by_type)
             try:
                 placement = contiguous_placement(merged, e.layout)
-                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions)
+                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions, known)
             except ValueError as error:
                 rejected.append((e.layout, str(error)))
                 continue
