@@ -514,7 +514,10 @@ def straggler_search(
         certain = (len(rows) >= ranked and rows[ranked - 1].step_s <= bound) or bound == math.inf
         if certain or k >= MAX_K // 2:
             break
-        k *= 2
+        # The next K: where the search's steps are expected to reach the ranked-th slowed step
+        # (``_reach``; doubling when fewer rows than ``ranked`` are known), at most MAX_K / 2.
+        wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
+        k = min(_reach(result, k, wanted), MAX_K // 2)
     top = None
     if rows:
         top = straggler_cost(model, cluster, rows[0].layout, workload, straggler, assumptions)
