@@ -37,7 +37,7 @@ from explorer.memory import training_memory
 from explorer.presets import load_cluster, load_model
 from explorer.schedules import StageTimes, build_schedule, simulate
 from explorer.search import search
-from explorer.specs import Layout, TrainingWorkload
+from explorer.specs import Layout, Precision, TrainingWorkload
 
 LLAMA_WORKLOAD = TrainingWorkload(seq_len=8192, global_batch_size=2048)
 DEEPSEEK_WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed")
@@ -207,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Mixed clusters, a straggler and a sequence-length distribution (issue 17's speed line).
+from functools import partial  # noqa: E402  (the cases below are appended to CASES)
+
 # Cluster sizes: half the nodes of each model's case above on H100 (H800) and half on A100,
 # the H100 + A100 mix the README's --mixed-groups example names.
 
@@ -240,7 +242,7 @@ def _straggler(model: str) -> int:
     return straggler_search(load_model(model), cluster, workload, slow).evaluated
 
 
-FLEXSP_CASES = {
+FLEXSP_CASES: dict[str, tuple[str, int, int, Precision, int]] = {
     "llama-3.1-70b": ("hgx-h100", 64, 8, "bf16-mixed", 131072),
     "llama-3.1-405b": ("hgx-h100", 128, 8, "bf16-mixed", 131072),
     "deepseek-v3": ("h800-deepseek", 128, 1, "fp8-mixed", 32768),
@@ -277,12 +279,11 @@ def _gpu(preset: str) -> str:
 for _model, (_spec, _) in MIXED_CASES.items():
     _label = f"{8 * sum(n for _, n in _spec)} " + "/".join(_gpu(c) for c, _ in _spec)
     for _mode in ("even", "speed", "pp"):
-        CASES[f"mixed {_mode} {_model}, {_label}"] = (
-            (lambda m=_model, k=_mode: _mixed(m, k)), 3)  # fmt: skip
+        CASES[f"mixed {_mode} {_model}, {_label}"] = (partial(_mixed, _model, _mode), 3)
     CASES[f"straggler {_model}, {16 * _spec[0][1]} {_gpu(_spec[0][0])}"] = (
-        (lambda m=_model: _straggler(m)), 3)  # fmt: skip
+        partial(_straggler, _model), 3)  # fmt: skip
 for _model, (_preset, _nodes, *_rest) in FLEXSP_CASES.items():
-    CASES[f"flexsp {_model}, {8 * _nodes} {_gpu(_preset)}"] = ((lambda m=_model: _flexsp(m)), 3)
+    CASES[f"flexsp {_model}, {8 * _nodes} {_gpu(_preset)}"] = (partial(_flexsp, _model), 3)
 
 
 if __name__ == "__main__":
