@@ -403,10 +403,11 @@ def pipeline_search(
         if len(rows) >= ranked or k >= MAX_K:
             break
         # The next search reaches the K at which as many rows as found per layout so far give
-        # ``ranked`` (at least the next doubling, at most MAX_K).
+        # ``ranked``: the next doubling, or the one after (a search's cost grows faster than
+        # its K, so no further), at most MAX_K.
         found_per_k = len(rows) / k
         k, reach = 2 * k, 2 * k
-        while reach < MAX_K and found_per_k * reach < ranked and found_per_k > 0:
+        if reach < MAX_K and 0 < found_per_k * reach < ranked:
             reach *= 2
     rows.sort(key=lambda r: r.step_s)
     return MixedSearch(
