@@ -12,7 +12,10 @@ they considered per second. Cases:
 - one schedule simulation (interleaved 1F1B, P = 16, M = 256, V = 4);
 - training memory of Llama 3.1 70B and DeepSeek-V3;
 - a serving plan of DeepSeek-V3 (FP8) on 16 H200s (every layout, the frontier over its loads)
-  and the same with ``serve --frontier``'s wider sweep and two-batch overlap on and off.
+  and the same with ``serve --frontier``'s wider sweep and two-batch overlap on and off;
+- the mixed-cluster search (even and speed split, pipeline across types) of Llama 3.1 70B and
+  405B on H100 + A100 and DeepSeek-V3 on H800 + A100, a straggler search on one type, and the
+  FlexSP plan of a long-tail length profile (``MIXED_CASES``, ``FLEXSP_CASES``).
 
 A search's time is also given as a ratio to a numpy stand-in timed in the same run
 (``standin_s``): the machine's speed at array work on as many layouts, so figures from a shared,
@@ -35,7 +38,7 @@ from explorer.memory import training_memory
 from explorer.presets import load_cluster, load_model
 from explorer.schedules import StageTimes, build_schedule, simulate
 from explorer.search import search
-from explorer.specs import Layout, TrainingWorkload
+from explorer.specs import Layout, Precision, TrainingWorkload
 
 LLAMA_WORKLOAD = TrainingWorkload(seq_len=8192, global_batch_size=2048)
 DEEPSEEK_WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=15360, precision="fp8-mixed")
@@ -214,6 +217,87 @@ def main(argv: list[str] | None = None) -> int:
     timings = [timed(name, run, args.repeat or n) for name, (run, n) in chosen.items()]
     print(render(timings, pinned))
     return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Mixed clusters, a straggler and a sequence-length distribution (issue 17's speed line).
+from functools import partial  # noqa: E402  (the cases below are appended to CASES)
+
+# Cluster sizes: half the nodes of each model's case above on H100 (H800) and half on A100,
+# the H100 + A100 mix the README's --mixed-groups example names.
+
+MIXED_CASES = {
+    "llama-3.1-70b": ((("hgx-h100", 32), ("dgx-a100", 32)), LLAMA_WORKLOAD),
+    "llama-3.1-405b": ((("hgx-h100", 128), ("dgx-a100", 128)), LLAMA_WORKLOAD),
+    "deepseek-v3": ((("h800-deepseek", 128), ("dgx-a100", 128)), DEEPSEEK_WORKLOAD),
+}
+"""Model -> (mixed cluster as (cluster preset, nodes) groups, workload)."""
+
+
+def _mixed(model: str, mode: str) -> int:
+    from explorer.hetero_search import mixed_search, pipeline_search
+
+    spec, workload = MIXED_CASES[model]
+    groups = tuple(load_cluster(name, nodes) for name, nodes in spec)
+    if mode == "pp":
+        found = pipeline_search(load_model(model), groups, workload)
+    else:
+        found = mixed_search(load_model(model), groups, workload, split=mode)  # type: ignore[arg-type]
+    return found.evaluated
+
+
+def _straggler(model: str) -> int:
+    from explorer.hetero_search import straggler_search
+    from explorer.straggler import Straggler
+
+    spec, workload = MIXED_CASES[model]
+    cluster = load_cluster(spec[0][0], 2 * spec[0][1])
+    slow = Straggler(slowdown=0.2, where="pp-stage", stage=1)  # a node 20% slower
+    return straggler_search(load_model(model), cluster, workload, slow).evaluated
+
+
+FLEXSP_CASES: dict[str, tuple[str, int, int, Precision, int]] = {
+    "llama-3.1-70b": ("hgx-h100", 64, 8, "bf16-mixed", 131072),
+    "llama-3.1-405b": ("hgx-h100", 128, 8, "bf16-mixed", 131072),
+    "deepseek-v3": ("h800-deepseek", 128, 1, "fp8-mixed", 32768),
+}
+"""Model -> (cluster preset, nodes, TP, precision, longest length of the long-tail profile)."""
+
+
+def _flexsp(model: str) -> int:
+    from explorer.flexsp import (
+        FlexSetting,
+        batch_for_tokens,
+        compare_flexsp,
+        long_tail,
+        sequence_cost,
+        step_tail_s,
+    )
+
+    preset, nodes, tp, precision, longest = FLEXSP_CASES[model]
+    cluster = load_cluster(preset, nodes)
+    ep = 8 if load_model(model).n_routed_experts else 1
+    base = Layout(tp=tp, ep=ep, zero=3, recompute="full")
+    setting = FlexSetting(model=load_model(model), cluster=cluster, base=base,
+                          world_size=cluster.world_size, precision=precision)  # fmt: skip
+    sequence_cost.cache_clear()  # each run plans from scratch, as a new profile does
+    step_tail_s.cache_clear()
+    profile = long_tail(longest, 1.0)  # the CLI's default family, skew 1
+    return compare_flexsp(setting, profile, batch_for_tokens(profile, 16 * longest)).plans_tried
+
+
+def _gpu(preset: str) -> str:
+    return preset.split("-")[-1].upper().replace("DEEPSEEK", "H800")
+
+
+for _model, (_spec, _) in MIXED_CASES.items():
+    _label = f"{8 * sum(n for _, n in _spec)} " + "/".join(_gpu(c) for c, _ in _spec)
+    for _mode in ("even", "speed", "pp"):
+        CASES[f"mixed {_mode} {_model}, {_label}"] = (partial(_mixed, _model, _mode), 3)
+    CASES[f"straggler {_model}, {16 * _spec[0][1]} {_gpu(_spec[0][0])}"] = (
+        partial(_straggler, _model), 3)  # fmt: skip
+for _model, (_preset, _nodes, *_rest) in FLEXSP_CASES.items():
+    CASES[f"flexsp {_model}, {8 * _nodes} {_gpu(_preset)}"] = (partial(_flexsp, _model), 3)
 
 
 if __name__ == "__main__":

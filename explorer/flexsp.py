@@ -438,6 +438,16 @@ def assign(s: FlexSetting, sizes: Sequence[int], items: Sequence[_Item]) -> Phas
     """Longest-first placement (LPT) of ``items`` on groups of ``sizes``: each on the eligible
     group (one whose capacity holds its longest sequence) that finishes it earliest. None when
     an item fits no group."""
+    placed = _place(sizes, items)
+    return None if placed is None else _phase(s, sizes, placed)
+
+
+_Placed = tuple[list[float], list[int], list[int], list[int]]
+"""Per group: busy seconds, sequences, tokens, longest sequence."""
+
+
+def _place(sizes: Sequence[int], items: Sequence[_Item]) -> _Placed | None:
+    """``assign``'s placement alone (no GroupLoad built): what a plan compares first."""
     kinds = sorted(set(sizes))
     heaps: dict[int, list[tuple[float, int]]] = {g: [] for g in kinds}
     for i, g in enumerate(sizes):
@@ -465,10 +475,20 @@ def assign(s: FlexSetting, sizes: Sequence[int], items: Sequence[_Item]) -> Phas
     for h in heaps.values():
         for t, i in h:
             busy[i] = t
-    order = sorted(range(n), key=lambda i: (-sizes[i], -busy[i]))
+    return busy, count, tokens, longest
+
+
+def _phase(s: FlexSetting, sizes: Sequence[int], placed: _Placed) -> Phase:
+    """The phase of a placement: its groups largest first, each with its memory peak."""
+    busy, count, tokens, longest = placed
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], -busy[i]))
+    tops: dict[tuple[int, int], SequenceCost] = {}  # a few (length, size) pairs over many groups
     groups = []
     for i in order:
-        top = sequence_cost(s, longest[i], sizes[i]) if longest[i] else None
+        top = None
+        if longest[i]:
+            key = (longest[i], sizes[i])
+            top = tops.get(key) or tops.setdefault(key, sequence_cost(s, *key))
         groups.append(
             GroupLoad(
                 size=sizes[i],
@@ -548,10 +568,14 @@ class _Planner:
                 def run(n_big: int, big: int = big, small: int = small) -> float:
                     self._count()
                     sizes = [big] * n_big + [small] * ((ranks - n_big * big) // small)
-                    phase = assign(self.s, sizes, items)
+                    placed = _place(sizes, items)
+                    if placed is None:
+                        return math.inf
+                    seconds = max(placed[0])  # Phase.seconds: the slowest group's busy time
                     nonlocal best
-                    best = _faster(best, phase)
-                    return phase.seconds if phase else math.inf
+                    if best is None or seconds < best.seconds:  # _faster keeps best on ties
+                        best = _phase(self.s, sizes, placed)
+                    return seconds
 
                 lo, hi = 1, ranks // big - 1  # at least one group of each size
                 while hi - lo > 2:

@@ -31,6 +31,7 @@ from explorer.estimate import (
     estimate,
     time_step,
 )
+from explorer.estimate.stages import StageTime, stage_context, stage_times
 from explorer.memory.training import microbatch_count, training_memory
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 
@@ -156,11 +157,18 @@ def hetero_dp(
     return HeteroStep(step_s=max(t.step_s for t in types if t.replicas), types=tuple(types))
 
 
-def _rank_costs(est: Estimate) -> tuple[float, tuple[float, ...]]:
+def _stages(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: TrainingWorkload,
+            a: EstimateAssumptions) -> tuple[StageTime, ...]:  # fmt: skip
+    """``estimate(...).stages`` without its memory (the estimate's own two calls)."""
+    return stage_times(model, cluster, layout, workload, a,
+                       stage_context(model, cluster, layout, workload, a))  # fmt: skip
+
+
+def _rank_costs(stages: tuple[StageTime, ...]) -> tuple[float, tuple[float, ...]]:
     """(cycle per block on this type, per rank the cycle beyond its blocks: the embedding, the
-    head), s per micro-batch, from an estimate on one type."""
-    per_block = min(s.cycle_s / len(s.layers) for s in est.stages if s.layers)
-    return per_block, tuple(max(0.0, s.cycle_s - len(s.layers) * per_block) for s in est.stages)
+    head), s per micro-batch, from the stage times of a layout on one type."""
+    per_block = min(s.cycle_s / len(s.layers) for s in stages if s.layers)
+    return per_block, tuple(max(0.0, s.cycle_s - len(s.layers) * per_block) for s in stages)
 
 
 def balanced_layers(num_layers: int, per_block_s: tuple[float, ...],
@@ -183,11 +191,15 @@ def hetero_pp(
     layout: Layout,
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    known: tuple[Estimate | None, ...] | None = None,
 ) -> HeteroStep:
     """Pipeline rank r on group ``placement[r]``: layers balanced over the types' speeds, each
     stage timed and its memory checked on its own GPU, the step through the schedule, s.
 
     With every rank on one type the layout's own split is kept (today's estimate).
+    ``known`` may hold, per group, the estimate of ``layout`` (its own split) on
+    ``_on(group, world)`` already made (the pipeline search's); across types only its stages
+    are read, so the others are timed without their memory (the balanced split's is checked).
     Raises ValueError (one sentence) for a placement that does not name a group per rank.
     Source: module docstring.
     """
@@ -199,14 +211,18 @@ def hetero_pp(
     if layout.schedule in ("dualpipe", "zb-v", "dualpipev") or layout.virtual_stages > 1:
         raise ValueError(f"mixed pipelines take one stage per rank, not {layout.schedule}")
     sized = [_on(g, layout.world_size) for g in groups]
-    plain = [estimate(model, c, layout, workload, assumptions) for c in sized]
+    given = known or (None,) * len(groups)
     if len(set(placement)) > 1:
-        costs = [_rank_costs(e) for e in plain]
+        costs = [_rank_costs(e.stages if e else _stages(model, c, layout, workload, assumptions))
+                 for c, e in zip(sized, given, strict=True)]  # fmt: skip
         per_block = tuple(costs[g][0] for g in placement)
         extra = tuple(costs[g][1][r] for r, g in enumerate(placement))
         layers = balanced_layers(model.num_hidden_layers, per_block, extra)
         layout = replace(layout, stage_layers=layers)
         plain = [estimate(model, c, layout, workload, assumptions) for c in sized]
+    else:
+        plain = [e or estimate(model, c, layout, workload, assumptions)
+                 for c, e in zip(sized, given, strict=True)]  # fmt: skip
     stages = tuple(plain[g].stages[r] for r, g in enumerate(placement))
     pipe, tail = time_step(stages, layout, plain[0].microbatches, assumptions.pipeline_model)
     types = []

@@ -88,6 +88,9 @@ class MixedSearch:
     elapsed_s: float
     mode: Literal["dp", "pp"] = "dp"
     """dp: data parallel across the types; pp: pipeline ranks on different types."""
+    evaluated: int = 0
+    """Layouts one type's search considered (ranked or rejected by a rule), the most over the
+    types' searches: the size of the space searched."""
 
 
 def merge_groups(groups: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, ...]:
@@ -171,32 +174,109 @@ def mixed_search(
     # The speed split's bound is looser (a harmonic mean): it starts from more layouts.
     k = max(2 * ranked, 20) if split == "even" else max(4 * ranked, 40)
     seen: dict[Layout, HeteroStep | str] = {}  # mixed steps (or why not) already timed
-    while True:
-        wanted = slow_first[:1] if split == "even" and len(sized) > 1 else slow_first
-        results: list[SearchResult | None] = [None] * len(sized)
-        for tries in (wanted, slow_first) if wanted != slow_first else (wanted,):
-            for i in tries:
-                if results[i] is None:
-                    results[i] = search(model, sized[i], workload, num_gpus=world, space=chosen,
-                                        ranked=k, assumptions=assumptions)  # fmt: skip
-            done = [r for r in results if r is not None]
-            rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
-            lasts = [_last(r, k) for r in done]
-            # A type whose search ranked all it holds leaves nothing outside that can run.
-            bound = (max(lasts) if split == "even" or math.inf in lasts
-                     else _harmonic(merged, lasts))  # fmt: skip
-            certain = bound == math.inf or (
-                len(rows) >= ranked and rows[ranked - 1].step_s <= bound
-            )
-            if certain:
-                break
-        if certain or k >= MAX_K:
+    results: list[SearchResult | None] = [None] * len(sized)
+    ks = [0] * len(sized)  # K each type's search ranked (0: not run)
+    evaluated = 0
+
+    def run(i: int, k: int) -> None:
+        nonlocal evaluated
+        results[i] = found = search(model, sized[i], workload, num_gpus=world, space=chosen,
+                                    ranked=k, assumptions=assumptions)  # fmt: skip
+        ks[i] = k
+        evaluated = max(evaluated, found.evaluated)
+
+    def settle() -> tuple[list[MixedRow], list[tuple[Layout, str]], dict[int, float], float, bool]:
+        rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
+        lasts = {i: _last(r, ks[i]) for i, r in enumerate(results) if r is not None}
+        # A type whose search ranked all it holds leaves nothing outside that can run.
+        bound = (max(lasts.values()) if split == "even" or math.inf in lasts.values()
+                 else _harmonic(merged, [lasts[i] for i in range(len(merged))]))  # fmt: skip
+        certain = bound == math.inf or (len(rows) >= ranked and rows[ranked - 1].step_s <= bound)
+        return rows, rejected, lasts, bound, certain
+
+    for i in slow_first[:1] if split == "even" else slow_first:
+        # Speed split: the harmonic bound weighs each type by n_g / last_g^2, so the fastest
+        # type's K-th step must climb furthest above its best; it starts from more layouts
+        # (FAST_START x K: one search where a second, longer one was often needed).
+        run(i, math.ceil(FAST_START * k) if split == "speed" and i == slow_first[-1] else k)
+    rows, rejected, lasts, bound, certain = settle()
+    if not certain and split == "even" and len(sized) > 1:
+        for i in slow_first[1:]:
+            run(i, k)
+        rows, rejected, lasts, bound, certain = settle()
+    # Then each round asks more layouts of the type that reaches the bound needed soonest
+    # (``_more``): the certificate is the same, only fewer searches run again.
+    while not certain:
+        wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
+        more = _more(merged, split, results, ks, lasts, wanted)
+        if not more:
             break
-        k *= 2
+        for i, k in more.items():
+            run(i, k)
+        rows, rejected, lasts, bound, certain = settle()
+    k = max(ks)
     return MixedSearch(
         groups=merged, split=split, rows=tuple(rows[:ranked]), rejected=tuple(rejected),
         bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
+        evaluated=evaluated,
     )  # fmt: skip
+
+
+FAST_START = 1.6
+"""The speed split's first K for the fastest type, times the others' (a choice of speed, not
+of the ranking: on the bench's Llama 3.1 405B and DeepSeek-V3 mixes the certificate needed
+50 and 56 of its layouts against 40 of the others')."""
+EXTRAPOLATE_MARGIN = 2.0
+"""How far past the extrapolated K a type's next search reaches (a guess too short costs one
+more search, one too long a slower one; a choice of speed, not of the ranking)."""
+
+
+def _reach(result: SearchResult, k: int, needed_s: float) -> int:
+    """The K at which a type's search is expected to rank a step of ``needed_s``: its ranked
+    steps extended along the slope of their last half (at least K + K / 4, at most MAX_K)."""
+    steps = [e.step_time_s for e in result.estimates]
+    half = len(steps) // 2
+    slope = (steps[-1] - steps[half - 1]) / (len(steps) - half) if half else 0.0
+    if slope <= 0 or not math.isfinite(needed_s):
+        return min(2 * k, MAX_K)
+    guess = k + math.ceil(EXTRAPOLATE_MARGIN * (needed_s - steps[-1]) / slope)
+    return min(max(guess, k + max(k // 4, 1)), MAX_K)
+
+
+def _more(
+    groups: tuple[ClusterSpec, ...], split: BatchSplit, results: list[SearchResult | None],
+    ks: list[int], lasts: dict[int, float], wanted_s: float,
+) -> dict[int, int]:  # fmt: skip
+    """The next K of the types to search again, {} when none can rank more.
+
+    The bound needs the ``ranked``-th step ``wanted_s``: with the others' K-th steps held, type g
+    must reach ``wanted_s`` (even split: the bound is a max) or n_g / (N / wanted_s -
+    sum_h!=g n_h / last_h) (speed split: the harmonic bound solved for g). The type whose
+    search is expected to get there with the fewest more layouts goes again; when none can
+    alone (or fewer than ``ranked`` rows are known), every type's K doubles, as it always did.
+    """
+    open_ = [i for i, k in enumerate(ks) if 0 < k < MAX_K]
+    if not math.isfinite(wanted_s):
+        return {i: min(2 * ks[i], MAX_K) for i in open_}
+    world = sum(_gpus(g) for g in groups)
+    options = []
+    for i in open_:
+        result = results[i]
+        assert result is not None
+        if split == "even":
+            needed = wanted_s
+        else:
+            rest = sum(_gpus(groups[h]) / lasts[h] for h in lasts if h != i)
+            room = world / wanted_s - rest
+            if room <= 0:
+                continue  # the others' K-th steps alone keep the bound below wanted_s
+            needed = _gpus(groups[i]) / room
+        k = _reach(result, ks[i], needed)
+        options.append((k - ks[i], i, k))
+    if not options:
+        return {i: min(2 * ks[i], MAX_K) for i in open_}
+    _, i, k = min(options)
+    return {i: k}
 
 
 def _rerank(
@@ -309,38 +389,59 @@ def pipeline_search(
     rows: list[MixedRow] = []
     rejected: list[tuple[Layout, str]] = []
     seen: set[Layout] = set()
+    sized = tuple(_on(g, world) for g in merged)
+    ranked_by: list[tuple[Estimate, ...]] = [()] * len(merged)  # each type's search, fastest first
+    asked = [0] * len(merged)  # the K each type's search was asked for
+    evaluated, reach = 0, k
     # Layouts near a type's memory often do not fit once the faster type takes more layers:
-    # K doubles until ``ranked`` fit or K reaches MAX_K.
+    # K doubles until ``ranked`` fit or K reaches MAX_K. A search asked for more layouts ranks
+    # the fewer's first in the same order (branch and bound: its first K are the K fastest),
+    # so one search of ``reach`` layouts serves the rounds up to it, each round reading its
+    # first K.
     while True:
-        _pipelines(model, merged, workload, chosen, assumptions, k, rows, rejected, seen)
+        for i, c in enumerate(sized):
+            if asked[i] < k and len(ranked_by[i]) == asked[i]:
+                result = search(model, c, workload, num_gpus=world, space=chosen, ranked=reach,
+                                assumptions=assumptions)  # fmt: skip
+                ranked_by[i], asked[i] = result.estimates, reach
+                evaluated = max(evaluated, result.evaluated)
+        _pipelines(model, merged, workload, assumptions, [r[:k] for r in ranked_by], ranked_by,
+                   rows, rejected, seen)  # fmt: skip
         if len(rows) >= ranked or k >= MAX_K:
             break
-        k *= 2
+        # The next search reaches the K at which as many rows as found per layout so far give
+        # ``ranked``: the next doubling, or the one after (a search's cost grows faster than
+        # its K, so no further), at most MAX_K.
+        found_per_k = len(rows) / k
+        k, reach = 2 * k, 2 * k
+        if reach < MAX_K and 0 < found_per_k * reach < ranked:
+            reach *= 2
     rows.sort(key=lambda r: r.step_s)
     return MixedSearch(
         groups=merged, split="even", rows=tuple(rows[:ranked]), rejected=tuple(rejected),
         bound_s=0.0, certain=False, searched=k, elapsed_s=time.perf_counter() - start,
-        mode="pp",
+        mode="pp", evaluated=evaluated,
     )  # fmt: skip
 
 
 def _pipelines(
     model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
-    chosen: SearchSpace, assumptions: EstimateAssumptions, k: int, rows: list[MixedRow],
+    assumptions: EstimateAssumptions, firsts: list[tuple[Estimate, ...]],
+    ranked_by: list[tuple[Estimate, ...]], rows: list[MixedRow],
     rejected: list[tuple[Layout, str]], seen: set[Layout],
 ) -> None:  # fmt: skip
-    """Time on the mixed pipeline every layout of the types' K fastest not seen yet."""
-    world = sum(_gpus(g) for g in merged)
-    for c in (_on(g, world) for g in merged):
-        result = search(model, c, workload, num_gpus=world, space=chosen, ranked=k,
-                        assumptions=assumptions)  # fmt: skip
-        for e in result.estimates:
+    """Time on the mixed pipeline every layout of the types' K fastest (``firsts``, type by
+    type) not seen yet; a layout's estimate on a type whose search ranked it is reused."""
+    by_type = [{e.layout: e for e in r} for r in ranked_by]
+    for first in firsts:
+        for e in first:
             if e.layout in seen:
                 continue
             seen.add(e.layout)
+            known = tuple(index.get(e.layout) for index in by_type)
             try:
                 placement = contiguous_placement(merged, e.layout)
-                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions)
+                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions, known)
             except ValueError as error:
                 rejected.append((e.layout, str(error)))
                 continue
@@ -379,6 +480,8 @@ class StragglerSearch:
     certain: bool
     searched: int
     elapsed_s: float
+    evaluated: int = 0
+    """Layouts the search considered (ranked or rejected by a rule)."""
 
 
 def straggler_search(
@@ -419,13 +522,17 @@ def straggler_search(
         certain = (len(rows) >= ranked and rows[ranked - 1].step_s <= bound) or bound == math.inf
         if certain or k >= MAX_K // 2:
             break
-        k *= 2
+        # The next K: where the search's steps are expected to reach the ranked-th slowed step
+        # (``_reach``; doubling when fewer rows than ``ranked`` are known), at most MAX_K / 2.
+        wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
+        k = min(_reach(result, k, wanted), MAX_K // 2)
     top = None
     if rows:
         top = straggler_cost(model, cluster, rows[0].layout, workload, straggler, assumptions)
     return StragglerSearch(
         straggler=straggler, rows=tuple(rows[:ranked]), rejected=tuple(rejected), top=top,
         bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
+        evaluated=result.evaluated,
     )  # fmt: skip
 
 

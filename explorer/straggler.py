@@ -193,14 +193,31 @@ def uneven_batch(
     if dp == 1 or straggler.slowdown == 0:
         return None
     slow = slowed_stages(stages, layout, straggler)
+    others: dict[int, float | None] = {}  # the other replicas' step at n micro-batches (None:
+    # the schedule cannot run n); n = ceil((dp m - k) / (dp - 1)) repeats over k
+
+    def other_s(n: int) -> float | None:
+        if n not in others:
+            try:
+                others[n] = step_s(stages, layout, n, a)
+            except ValueError:
+                others[n] = None
+        return others[n]
+
+    # Every k in 1..m is a candidate; the step is max(slow replica at k, the others at n), so a
+    # k whose others' step alone exceeds the best so far cannot win and its slow replica is not
+    # timed. k = m first (the even split) gives the first best; the answer is the k with the
+    # shortest step, the largest of equal ones, as a pass over 1..m with "<=" picks.
     best: tuple[float, int] | None = None
-    for k in range(1, m + 1):
-        fast = math.ceil((dp * m - k) / (dp - 1))
-        try:
-            t = max(step_s(slow, layout, k, a), step_s(stages, layout, fast, a))
-        except ValueError:  # the schedule cannot run k (or fast) micro-batches
+    for k in (m, *range(1, m)):
+        other = other_s(math.ceil((dp * m - k) / (dp - 1)))
+        if other is None or (best is not None and other > best[0]):
             continue
-        if best is None or t <= best[0]:
+        try:
+            t = max(step_s(slow, layout, k, a), other)
+        except ValueError:  # the schedule cannot run k micro-batches
+            continue
+        if best is None or t < best[0] or (t == best[0] and k > best[1]):
             best = (t, k)
     if best is None or best[1] == m:
         return None
