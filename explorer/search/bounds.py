@@ -296,17 +296,16 @@ class Bounds:
         dualpipe = dualpipe_possible(c.pp, space.schedules)
         fit = set(self.floor.states_fit(c, False))  # DualPipe's two copies only fit fewer
         stages = [z for z in space.zero_stages if z in fit]
-        widest = max(space.recomputes, key=RECOMPUTES.index)
+        widest = space.recomputes.index(max(space.recomputes, key=RECOMPUTES.index))
+        busy_floor, data_of = self.ctx.busy_floor, self.ctx.data_of
         best = float("inf")
         for mbs in space.micro_batch_sizes:
             if gbs % (c.dp * mbs):  # the batch rule rejects it
                 continue
-            node, m = c._replace(mbs=mbs), gbs // (c.dp * mbs)
-            busy = m * min(
-                self.ctx.busy_floor(node._replace(recompute=rc), dualpipe)
-                for rc in space.recomputes
-            )
-            data = (self.ctx.data_of(node._replace(recompute=widest), z) for z in stages)
+            m = gbs // (c.dp * mbs)
+            nodes = [c._replace(mbs=mbs, recompute=rc) for rc in space.recomputes]
+            busy = m * min(busy_floor(node, dualpipe) for node in nodes)
+            data = [data_of(nodes[widest], z) for z in stages]
             tail = min((m * d.per_microbatch_s + d.tail_s for d in data), default=float("inf"))
             best = min(best, (busy + tail) / c.pp)
         return SAFETY * best

@@ -39,7 +39,7 @@ from explorer.search.reads import (
     Shape,
     placement_key,
 )
-from explorer.specs import Layout, ScheduleName, ZeroStage
+from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
 
 GROUPS: tuple[GroupName, ...] = ("tp", "cp", "ep", "etp", "pp", "dp_cp", "edp")
 """Process groups whose collectives a part runs (explorer.comm)."""
@@ -90,6 +90,8 @@ class Contexts:
         self._data: dict[tuple[object, ...], Data] = {}
         self._pass_cache: dict[tuple[object, ...], PassTimes] = {}
         self._pass_inputs: dict[tuple[Candidate, bool], PassTimes] = {}
+        self._window_inputs: dict[Candidate, PassTimes] = {}
+        self._call_inputs: dict[tuple[Candidate, bool], tuple[Collective, ...]] = {}
         self._contents: dict[GroupPlacement, tuple[object, ...]] = {}
         self._exposure: dict[tuple[int, int], tuple[float, float]] = {}
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
@@ -208,8 +210,12 @@ class Contexts:
         """The pass times collectives hide behind in every bound: the widest any schedule
         under ``c`` gives (exposure only falls as a window widens), while compute is always
         taken from ``_passes`` (the least)."""
-        sms = self.a.compute.comm_sm_share > 0 and (c.ep or 1) > 1
-        return self._passes(c, sms and dualpipe_possible(c.pp, self.p.space.schedules))
+        found = self._window_inputs.get(c)  # memo on the whole input
+        if found is None:
+            sms = self.a.compute.comm_sm_share > 0 and (c.ep or 1) > 1
+            dualpipe = sms and dualpipe_possible(c.pp, self.p.space.schedules)
+            found = self._window_inputs[c] = self._passes(c, dualpipe)
+        return found
 
     def whole_of(self, c: Candidate, dualpipe: bool = False) -> Whole:
         """Whole-model compute and exposed TP, CP and EP seconds per micro-batch of a
@@ -261,8 +267,23 @@ class Contexts:
         """The whole model's TP, CP and EP collectives per micro-batch (cached per degrees,
         micro-batch, whether recompute is full (it adds backward calls; explorer.comm reads
         nothing else of the policy) and DualPipe (its EP overlap))."""
-        full = c.recompute == "full"
-        shape = self._shape(c._replace(recompute="full" if full else "none"), 0, dualpipe)
+        found = self._call_inputs.get((c, dualpipe))  # memo on the whole input
+        if found is None:
+            policy: Recompute = "full" if c.recompute == "full" else "none"
+            plain = c if c.recompute == policy else c._replace(recompute=policy)
+            found = self._call_inputs.get((plain, dualpipe))  # what the shape below sees
+            if found is None:
+                found = self._model_calls_of(c, plain, dualpipe)
+                self._call_inputs[plain, dualpipe] = found
+            self._call_inputs[c, dualpipe] = found
+        return found
+
+    def _model_calls_of(
+        self, c: Candidate, plain: Candidate, dualpipe: bool
+    ) -> tuple[Collective, ...]:
+        """``_model_calls`` on a miss of its memo: the calls of ``c``, cached on what they
+        read (``plain`` is ``c`` with its recompute as the calls see it, full or none)."""
+        shape = self._shape(plain, 0, dualpipe)
         # what the calls read (explorer.search.reads): shared by meshes that differ only in
         # dp and pp where those leave the TP, CP and EP groups placed alike
         key = (MODEL_COLLECTIVES.key(shape), *self._model_placements(shape))
@@ -270,9 +291,9 @@ class Contexts:
             ctx, passes = self.comm(shape.layout()), self._passes(c)
             found: tuple[Collective, ...]
             if dualpipe:  # DualPipe changes only the EP overlap: the TP and CP calls are shared
-                plain = self._model_calls(c, False)
+                alone = self._model_calls(c, False)
                 found = (
-                    *(x for x in plain if x.axis != "ep"),
+                    *(x for x in alone if x.axis != "ep"),
                     *ep_collectives(self.whole_model, passes, ctx),
                 )
             else:

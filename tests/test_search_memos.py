@@ -1,0 +1,50 @@
+"""The bounds' memos hold nothing of the node that filled them: a bound is the same whichever
+nodes a ``Bounds`` met before (explorer.search.context keeps memos on the whole candidate)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS
+from explorer.mesh import Problem, enumerate_layouts
+from explorer.presets import load_cluster, load_model
+from explorer.search.bounds import Bounds
+from explorer.search.floor import MemoryFloor
+from explorer.specs import TrainingWorkload
+
+
+def _bounds(p: Problem) -> Bounds:
+    return Bounds(p, DEFAULT_ESTIMATE_ASSUMPTIONS, MemoryFloor(p, DEFAULT_ESTIMATE_ASSUMPTIONS))
+
+
+@pytest.mark.parametrize(
+    ("model_id", "cluster_id", "gpus", "seq", "gbs"),
+    [
+        pytest.param("deepseek-v3", "h800-deepseek", 512, 4096, 1920, id="deepseek-v3"),
+        pytest.param("mixtral-8x7b", "hgx-h100", 64, 4096, 256, id="mixtral-8x7b"),
+    ],
+)
+def test_tier0_and_tier1_bounds_do_not_depend_on_the_nodes_met_before(
+    model_id, cluster_id, gpus, seq, gbs
+):
+    # Selective and no recompute share their TP, CP and EP calls (only full adds calls), so a
+    # memo that handed one policy's windows or calls to another would change these numbers.
+    p = Problem(
+        model=load_model(model_id),
+        cluster=load_cluster(cluster_id, gpus // 8),
+        workload=TrainingWorkload(seq_len=seq, global_batch_size=gbs),
+        num_gpus=gpus,
+    )
+    pool = random.Random(3).sample(enumerate_layouts(p).valid, 60)
+    experts = list(dict.fromkeys(
+        c._replace(mbs=None, recompute=None, schedule=None, virtual=None, zero=None) for c in pool
+    ))  # fmt: skip
+    policies = list(dict.fromkeys(c._replace(schedule=None, virtual=None, zero=None) for c in pool))
+    forward, backward = _bounds(p), _bounds(p)
+    ahead = [forward.degrees_s(c) for c in experts] + [forward.node_s(c) for c in policies]
+    behind = [backward.node_s(c) for c in reversed(policies)][::-1]
+    behind = [backward.degrees_s(c) for c in reversed(experts)][::-1] + behind
+    alone = [_bounds(p).degrees_s(c) for c in experts] + [_bounds(p).node_s(c) for c in policies]
+    assert ahead == behind == alone
