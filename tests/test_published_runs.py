@@ -319,3 +319,19 @@ def test_megatron_bridge_blackwell_rows_run_their_releases_cudnn() -> None:
     assert list(kernel.values()) == [
         "cudnn-b200", "cudnn913-gb200", "cudnn917-b200", "cudnn-gb200", None,
     ]  # fmt: skip
+
+
+def test_nemo_2407_llama3_8b_keeps_its_gradient_buffer_in_bf16():
+    # NeMo-Framework-Launcher 24.07 examples/training/llama/h100/llama3_8b_fp8.sh sets
+    # optim.grad_sync_dtype=bf16; Apex DistributedFusedAdam allocates its gradient buffer in that
+    # dtype (init_grad_buffer). Llama 3.1 8B: 8,030,261,248 parameters, unsharded under DP4 CP2.
+    run = next(r for r in RUNS if r.id == "nemo-24.07-h100-llama3-8b-cp2")
+    assert run.grad_dtype == "bf16"
+    peaks = {}
+    for dtype in ("bf16", "fp32"):
+        s = scenario(_with(run.id, grad_dtype=dtype))
+        result = estimate(s.model, s.cluster, s.layout, s.workload, s.assumptions)
+        peaks[dtype] = result.memory.peak_bytes
+        if dtype == "bf16":
+            assert result.memory.stages[0].breakdown.gradients == 2 * 8_030_261_248
+    assert peaks["fp32"] - peaks["bf16"] == pytest.approx(2 * 8_030_261_248)
