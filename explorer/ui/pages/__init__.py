@@ -156,7 +156,13 @@ def expected_error(kind: str) -> None:
 
 def chart(figure: Figure, key: str, *, theme: bool = False) -> None:
     """A Plotly figure as built (its own colours and fonts); ``theme`` applies Streamlit's
-    theme, for builders that leave the styling to it."""
+    theme, for builders that leave the styling to it.
+
+    ``key`` names the element (CSS class ``st-key-KEY``, which the browser tests find) but does
+    not keep the Plotly element across reruns: Streamlit 1.67 hashes the figure's JSON into the
+    element id even with a key (streamlit/elements/plotly_chart.py, compute_and_register_element_id
+    with key_as_main_identity=False) and the front end keys the chart's React node by that id, so
+    a new figure is a new chart (newPlot, not Plotly.react). Measured levers, README's Speed."""
     st.plotly_chart(figure, config=CONFIG, key=key, theme="streamlit" if theme else None)
 
 
