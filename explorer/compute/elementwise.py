@@ -404,6 +404,12 @@ def stage_traffic(
     blocks = dense * (work.num_layers - work.num_moe_layers) + moe * work.num_moe_layers
     attention = attention_elements_per_layer(model, layout, seq_len, flash, dropout)
     attention *= work.num_layers
+    return _traffic(blocks, attention)
+
+
+def _traffic(blocks: Ledger, attention: float) -> Traffic:
+    """A stage's traffic from its blocks' ledger and its attention core's elements (the
+    core's backward moves twice its forward, as the blocks' fused ledger does)."""
     return Traffic(
         blocks=blocks.forward + attention,
         attention=attention,
@@ -437,10 +443,4 @@ def _single_module_traffic(
             blocks = blocks + one * count
     attention = attention_elements_per_layer(model, layout, seq_len, flash, dropout)
     attention *= work.num_attention_only_layers
-    return Traffic(
-        blocks=blocks.forward + attention,
-        attention=attention,
-        backward=blocks.backward + 2 * attention,
-        forward_launches=blocks.forward_launches,
-        backward_launches=blocks.backward_launches,
-    )
+    return _traffic(blocks, attention)
