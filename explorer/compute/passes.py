@@ -76,10 +76,15 @@ class ComputeContext:
     """Routed tokens dispatched in FP8 (the comm model's ``CommAssumptions.fp8_dispatch``): the
     experts' input cast runs once per token before the dispatch; False, on each of the top-k
     BF16 copies after it (explorer.compute.kernels.expert_gemms)."""
+    resolved_policy: PrecisionPolicy | None = None
+    """The workload's precision policy when the caller resolved it already (the estimate does,
+    once per layout: explorer.estimate.core.estimate); None looks it up by its name."""
 
     @property
     def policy(self) -> PrecisionPolicy:
         """The workload's precision policy (bytes per element, GEMM format)."""
+        if self.resolved_policy is not None:
+            return self.resolved_policy
         return precision_policy(self.workload.precision, self.workload.grad_dtype)
 
 

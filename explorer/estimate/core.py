@@ -188,13 +188,16 @@ def estimate(
     memory check; None computes it. Raises ValueError (one sentence) for a layout that cannot
     run. Source: module docstring.
     """
+    # the workload's precision policy and micro-batch count, resolved once here and passed down
+    policy = precision_policy(workload.precision, workload.grad_dtype)
+    m = microbatch_count(layout, workload)
     if memory is None:
         memory = training_memory(
             model, cluster.gpu, layout, workload, assumptions.memory,
-            domain_size=cluster.domain_size,
+            domain_size=cluster.domain_size, policy=policy, microbatches=m,
         )  # fmt: skip
-    m = microbatch_count(layout, workload)
-    ctx = stage_context(model, cluster, layout, workload, assumptions)
+    ctx = stage_context(model, cluster, layout, workload, assumptions, policy=policy,
+                        microbatches=m)  # fmt: skip
     stages = stage_times(model, cluster, layout, workload, assumptions, ctx)
     pipe, tail = time_step(stages, layout, m, assumptions.pipeline_model)
     attributed = _attributed(stages, step_tails_s(stages, layout), layout)
@@ -212,7 +215,7 @@ def estimate(
         tokens_per_step=m * layout.dp * layout.micro_batch_size * workload.seq_len,
         model_flops_per_token=_model_flops(model, workload.seq_len, causal),
         hardware_flops_per_token=_hardware_flops(model, workload.seq_len, layout.recompute, causal),
-        peak_flops_per_s=peak_flops_per_s(cluster.gpu, _compute_format(workload)),
+        peak_flops_per_s=peak_flops_per_s(cluster.gpu, policy.compute),
         exposed_comm_s=exposed_by_kind(attributed, m),
         exposed_comm_by_axis_s=exposed_by_axis(attributed, m),
         warnings=(
@@ -239,7 +242,3 @@ def _model_flops(model: ModelSpec, seq_len: int, causal: bool) -> float:
 @lru_cache(maxsize=1024)
 def _hardware_flops(model: ModelSpec, seq_len: int, recompute: Recompute, causal: bool) -> float:
     return hardware_flops_per_token(model, seq_len, recompute, causal)
-
-
-def _compute_format(workload: TrainingWorkload) -> str:
-    return precision_policy(workload.precision, workload.grad_dtype).compute

@@ -21,7 +21,7 @@ from explorer.memory.stage_activations import offloaded_bytes
 from explorer.memory.tensors import activation_shape
 from explorer.partition import StagePlan
 from explorer.precision import precision_policy
-from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.specs import ClusterSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,16 @@ class HostCopies:
     layout: Layout
     workload: TrainingWorkload
     assumptions: TrainingAssumptions
+    resolved_policy: PrecisionPolicy | None = None
+    """The workload's precision policy when resolved already (explorer.estimate.core.estimate);
+    None looks it up by its name."""
+
+    @property
+    def policy(self) -> PrecisionPolicy:
+        """The workload's precision policy (bytes per element)."""
+        if self.resolved_policy is not None:
+            return self.resolved_policy
+        return precision_policy(self.workload.precision, self.workload.grad_dtype)
 
     def activation_s(self, layers: tuple[int, ...], passes: PassTimes) -> float:
         """Exposed seconds of one micro-batch's activation copies in one pass (each way)."""
@@ -47,7 +57,7 @@ class HostCopies:
             has_head=False,
             chunk_blocks=_even_chunks(len(layers), self.layout.virtual_stages),
         )
-        policy = precision_policy(self.workload.precision, self.workload.grad_dtype)
+        policy = self.policy
         shape = activation_shape(self.layout, self.workload.seq_len, policy.activation_bytes)
         moved = offloaded_bytes(self.model, plan, shape, self.assumptions, p)
         copy_s = moved / self.cluster.gpu.host_bytes_per_s
@@ -64,7 +74,7 @@ class HostCopies:
         if lay.zero >= 1:  # the distributed optimizer updates its shard only
             dense /= lay.dp * lay.cp
             experts /= lay.tp * lay.cp * lay.dp / (lay.ep * lay.etp)
-        policy = precision_policy(self.workload.precision, self.workload.grad_dtype)
+        policy = self.policy
         moved = share * (dense + experts) * (policy.grad_bytes + policy.param_bytes)
         return (1 - share) * gpu_step_s + moved / self.cluster.gpu.host_bytes_per_s
 

@@ -41,7 +41,7 @@ from explorer.memory.activations import expert_load
 from explorer.partition import layout_chunk_sizes, pipeline_plan
 from explorer.precision import precision_policy
 from explorer.schedules import StageTimes
-from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.specs import ClusterSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,18 +140,30 @@ def stage_context(
     layout: Layout,
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions,
+    *,
+    policy: PrecisionPolicy | None = None,
+    microbatches: int | None = None,
 ) -> StageContext:
-    """What every part's collectives share: model, layout, precision, placements."""
+    """What every part's collectives share: model, layout, precision, placements.
+
+    ``policy`` and ``microbatches`` are the workload's precision policy and micro-batches per
+    step when the caller resolved them already (explorer.estimate.core.estimate); None works
+    them out here.
+    """
+    if policy is None:
+        policy = precision_policy(workload.precision, workload.grad_dtype)
+    if microbatches is None:
+        microbatches = workload.global_batch_size // (layout.dp * layout.micro_batch_size)
     return StageContext(
         model=model,
         layout=layout,
-        policy=precision_policy(workload.precision, workload.grad_dtype),
+        policy=policy,
         seq_len=workload.seq_len,
         groups=place_groups(cluster, layout),
         assumptions=assumptions.comm,
         moe_imbalance=expert_load(model, assumptions.memory),
         pipeline_keeps_unsharded=framework_behaviour(assumptions.memory).pipeline_keeps_unsharded,
-        microbatches=workload.global_batch_size // (layout.dp * layout.micro_batch_size),
+        microbatches=microbatches,
     )
 
 
@@ -175,6 +187,7 @@ def _time_work(
         flash_attention=assumptions.memory.flash_attention,
         dropout=assumptions.memory.dropout,
         fp8_dispatch=assumptions.comm.fp8_dispatch,
+        resolved_policy=ctx.policy,
     )
     passes = pass_times(work, compute)
     return passes, stage_collectives(work, passes, ctx), optimizer_step_s(work, compute)
@@ -203,7 +216,7 @@ def stage_times(
         passes, collectives, optimizer = memo[work]
         if first or last:  # the ends of a tied embedding reduce its gradient once a step
             collectives += tuple(tied_embedding_collectives(ctx, first, last))
-        host = HostCopies(model, cluster, layout, workload, assumptions.memory)
+        host = HostCopies(model, cluster, layout, workload, assumptions.memory, ctx.policy)
         out.append(
             StageTime(
                 stage=index,

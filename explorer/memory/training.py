@@ -320,12 +320,16 @@ def _setting(
     layout: Layout,
     workload: TrainingWorkload,
     assumptions: TrainingAssumptions,
+    policy: PrecisionPolicy | None = None,
+    microbatches: int | None = None,
 ) -> TrainingSetting:
-    policy = precision_policy(workload.precision, workload.grad_dtype)
+    if policy is None:
+        policy = precision_policy(workload.precision, workload.grad_dtype)
     assumptions = recipe_storage(assumptions, policy)
     if assumptions.optimizer_state_bytes is not None:
         policy = replace(policy, optimizer_bytes=assumptions.optimizer_state_bytes)
-    microbatches = microbatch_count(layout, workload)
+    if microbatches is None:
+        microbatches = microbatch_count(layout, workload)
     dense_shards, moe_shards = shard_groups(layout)
     communication = nccl_parts(model, layout, assumptions, expert_shards(layout))
     fixed = fixed_overheads(gpu, assumptions)
@@ -374,13 +378,18 @@ def training_memory(
     assumptions: TrainingAssumptions = DEFAULT_TRAINING_ASSUMPTIONS,
     *,
     domain_size: int | None = None,
+    policy: PrecisionPolicy | None = None,
+    microbatches: int | None = None,
 ) -> TrainingMemory:
     """Bytes per GPU by category for every pipeline stage of ``layout``, and the peak.
 
     ``domain_size`` is the number of GPUs on the fast links (a ClusterSpec's ``domain_size``);
-    None means the GPU's ``scale_up_domain_size``. Invalid layouts raise ValueError.
+    None means the GPU's ``scale_up_domain_size``. ``policy`` and ``microbatches`` are the
+    workload's precision policy and ``microbatch_count`` when the caller resolved them already
+    (explorer.estimate.core.estimate); None works them out here. Invalid layouts raise
+    ValueError.
     """
-    s = _setting(model, gpu, layout, workload, assumptions)
+    s = _setting(model, gpu, layout, workload, assumptions, policy, microbatches)
     plans = pipeline_plan(model, layout)
     inflight = inflight_microbatches(
         layout.schedule, layout.pp, s.microbatches, layout.virtual_stages

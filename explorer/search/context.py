@@ -122,6 +122,7 @@ class Contexts:
             flash_attention=self.a.memory.flash_attention,
             dropout=self.a.memory.dropout,
             fp8_dispatch=self.a.comm.fp8_dispatch,
+            resolved_policy=self.policy,
         )
 
     def placements(self, layout: Layout | Shape) -> dict[str, GroupPlacement]:
