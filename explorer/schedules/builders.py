@@ -109,15 +109,26 @@ def interleaved_order(stages: int, stage: int, microbatches: int, virtual: int) 
     get_pp_rank_microbatches and get_schedule_table.
     """
     size = group_size(stages, microbatches)
-    table = interleaved_table(microbatches, virtual, size)
-    total = len(table)
+    forwards, backwards = _interleaved_passes(microbatches, virtual, size)
+    total = len(forwards)
     warmup = min(2 * (stages - stage - 1) + (virtual - 1) * size, total)
-    forwards: _Order = [("F", mb, c) for mb, c in table]
-    backwards: _Order = [("B", mb, virtual - 1 - c) for mb, c in table]
-    order = forwards[:warmup]
-    for k in range(total - warmup):
-        order += [forwards[warmup + k], backwards[k]]
-    return order + backwards[total - warmup :]
+    steady: _Order = list(forwards[warmup:]) * 2  # 2(total - warmup) slots: F, B alternating
+    steady[0::2] = forwards[warmup:]
+    steady[1::2] = backwards[: total - warmup]
+    return [*forwards[:warmup], *steady, *backwards[total - warmup :]]
+
+
+@lru_cache(maxsize=64)
+def _interleaved_passes(
+    microbatches: int, virtual: int, size: int
+) -> tuple[tuple[tuple[Kind, int, int], ...], tuple[tuple[Kind, int, int], ...]]:
+    """The forward passes in table order and the backward passes (chunks reversed), the same
+    on every stage (``interleaved_order``), built once per (M, V, N)."""
+    table = interleaved_table(microbatches, virtual, size)
+    forward: Kind = "F"
+    backward: Kind = "B"
+    forwards = tuple((forward, mb, c) for mb, c in table)
+    return forwards, tuple((backward, mb, virtual - 1 - c) for mb, c in table)
 
 
 def require_stages(stages: int, microbatches: int, virtual: int) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
@@ -102,17 +103,26 @@ def _slot_dependencies(route: Route, microbatches: int) -> tuple[np.ndarray, np.
     return np.array(offsets, dtype=np.int64), np.array(hops, dtype=bool)
 
 
+_KIND_CODES = np.zeros(256, dtype=np.int64)
+_KIND_CODES[[ord(kind) for kind in KINDS]] = np.arange(len(KINDS))
+"""Index in ``KINDS`` by the kind's ASCII code (F 0, B 1, W 2)."""
+
+
 def _columns(orders: Sequence[_Order]) -> tuple[np.ndarray, ...]:
-    """Stage, kind index, micro-batch and chunk of every position."""
+    """Stage, kind index, micro-batch and chunk of every position.
+
+    The kinds, one letter each, are joined into one byte string and looked up by code: a
+    column at C speed, without a dictionary look-up per action.
+    """
     flat = list(chain.from_iterable(orders))
-    index = {kind: k for k, kind in enumerate(KINDS)}
-    kind, micro, chunk = zip(*flat, strict=True) if flat else ((), (), ())  # columns at C speed
+    letters = "".join(map(itemgetter(0), flat)).encode("ascii")
+    kind = _KIND_CODES[np.frombuffer(letters, dtype=np.uint8)]
 
     def column(values: Iterable[int]) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64, count=len(flat))
 
     stage = np.repeat(np.arange(len(orders), dtype=np.int64), [len(o) for o in orders])
-    return stage, column(map(index.__getitem__, kind)), column(micro), column(chunk)
+    return stage, kind, column(map(itemgetter(1), flat)), column(map(itemgetter(2), flat))
 
 
 def compile_orders(
