@@ -19,28 +19,12 @@ from explorer.serving.keys import (
     prefill_keys,
 )
 from explorer.serving.latency import _stage_flops
-from explorer.specs import ClusterSpec, GpuSpec, ModelSpec, ServingWorkload
+from explorer.specs import ClusterSpec, ServingWorkload
 from tests.architecture_configs import DEEPSEEK_V32, LLAMA4_SCOUT, QWEN3_NEXT
+from tests.test_serving import ROUND_GPU, TINY
 
 REL = 1e-9
-TINY = ModelSpec(
-    name="tiny",
-    num_hidden_layers=2,
-    hidden_size=1024,
-    num_attention_heads=8,
-    num_key_value_heads=8,
-    intermediate_size=4096,
-    vocab_size=32_000,
-)
-ROUND = ClusterSpec(
-    gpu=GpuSpec(
-        name="round",
-        memory_bytes=80 * 10**9,
-        bf16_flops_per_s=1e15,
-        hbm_bytes_per_s=1e12,
-        scale_up_bytes_per_s=1e11,
-    )
-)
+ROUND = ClusterSpec(gpu=ROUND_GPU)
 
 
 def test_a_window_block_reads_the_windows_bytes_beyond_it_and_the_other_its_context() -> None:
