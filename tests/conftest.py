@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -59,3 +61,20 @@ def page(page):
     page.set_default_navigation_timeout(TIMEOUT_MS)
     expect.set_options(timeout=TIMEOUT_MS)
     return page
+
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+"""Screenshots, timings and the server's log of the browser tests."""
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """The app served by the README's command on a free port, one server for every browser
+    test that does not need a fresh one (a server's start and its first, cold pages cost
+    seconds each on a busy machine); stopped at the end of the session."""
+    from explorer.ui.bench_browser import served
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with served(ROOT / "app.py", ROOT, TIMEOUT_MS / 1000, log=ARTIFACTS / "streamlit.log") as url:
+        yield url

@@ -9,30 +9,17 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SEARCH_TIMEOUT_MS, TIMEOUT_MS
+from conftest import ARTIFACTS, SEARCH_TIMEOUT_MS, TIMEOUT_MS
 from playwright.sync_api import Page, expect
 
-from explorer.ui.bench_browser import served
-
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
 DEEPSEEK = "DeepSeek-V3 671B MoE · 2048 H800"
 PEAK_TEXT = ".st-key-memory_chart .annotation-text"
 MAIN = "[data-testid=stMainBlockContainer]"
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def app_url() -> Iterator[str]:
-    """The app served by the README's command on a free port; stopped after the module."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    with served(ROOT / "app.py", ROOT, TIMEOUT_MS / 1000, log=ARTIFACTS / "streamlit.log") as url:
-        yield url
 
 
 def _settled(page: Page, timeout_ms: int = TIMEOUT_MS) -> None:
@@ -100,8 +87,8 @@ def test_a_deepseek_journey_through_every_page(page: Page, app_url: str):
     assert "seq=" not in page.evaluate("location.search")  # 8K is the default: left out
     _shot(page, "memory-deepseek-v3-seq-8k")
 
-    repeats = []  # back and forth between cached values: the page's own cost
-    for key in ("ArrowLeft", "ArrowRight") * 3:
+    repeats = []  # back and forth between cached values: the page's own cost (measured with
+    for key in ("ArrowLeft", "ArrowRight"):  # medians by explorer.ui.bench_browser, not here)
         slider.focus()
         repeats.append(_timed_key(page, key))
         _settled(page)

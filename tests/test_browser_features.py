@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import MAIN, _settled, app_url  # noqa: F401  (app_url is a fixture)
+from test_browser import MAIN, _settled
 
 TIMEOUT_MS = 60_000
 
 pytestmark = pytest.mark.browser
 
 
-def test_a_gallery_card_loads_its_preset_in_one_click(page: Page, app_url: str):  # noqa: F811
+def test_a_gallery_card_loads_its_preset_in_one_click(page: Page, app_url: str):
     page.set_viewport_size({"width": 1500, "height": 1000})
     page.goto(app_url)
     card = page.locator(".st-key-gallery_deepseek-v3 button")
@@ -31,7 +31,7 @@ def test_a_gallery_card_loads_its_preset_in_one_click(page: Page, app_url: str):
     expect(card).to_have_text("Loaded", timeout=TIMEOUT_MS)
 
 
-def test_the_explorer_shows_the_memory_of_each_stage_typed_in(page: Page, app_url: str):  # noqa: F811
+def test_the_explorer_shows_the_memory_of_each_stage_typed_in(page: Page, app_url: str):
     page.set_viewport_size({"width": 1500, "height": 1000})
     page.goto(f"{app_url}/pipeline")
     toggle = page.locator(MAIN).get_by_text("Explore any schedule", exact=True)
@@ -50,7 +50,7 @@ def test_the_explorer_shows_the_memory_of_each_stage_typed_in(page: Page, app_ur
     expect(axes.first).to_be_visible(timeout=TIMEOUT_MS)  # its memory axes are titled in GiB
 
 
-def test_dualpipe_at_16_by_32_is_drawn_in_time_bins(page: Page, app_url: str):  # noqa: F811
+def test_dualpipe_at_16_by_32_is_drawn_in_time_bins(page: Page, app_url: str):
     page.set_viewport_size({"width": 1500, "height": 1000})
     page.goto(f"{app_url}/pipeline?pp=16&schedule=dualpipe&gbs=64&nodes=32")
     title = page.locator(".st-key-schedule").get_by_text("drawn in 96 time bins", exact=False)

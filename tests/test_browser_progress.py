@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
+from conftest import ARTIFACTS, ROOT, SEARCH_TIMEOUT_MS, TIMEOUT_MS
 from playwright.sync_api import Page, expect
-from test_browser import ARTIFACTS, MAIN, ROOT, SEARCH_TIMEOUT_MS, TIMEOUT_MS, _settled
+from test_browser import MAIN, _settled
 
 from explorer.scenario import DEEPSEEK_V3, to_query
 from explorer.ui.bench_browser import served

@@ -1,21 +1,42 @@
-"""`python -m explorer params`: the JSON contract and one-sentence errors with exit status 2."""
+"""`python -m explorer params`: the JSON contract and one-sentence errors with exit status 2.
+
+In-process through `explorer.cli.main` (what `python -m explorer` calls): a real process adds
+nothing here. tests/test_cli_report.py and tests/test_cli_serve.py run the module as a process,
+status and stderr included, and tests/test_cli_cold_start.py checks what a cold start imports.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from typing import NamedTuple
 
 import pytest
 
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "explorer", *args], capture_output=True, text=True, timeout=120
-    )
+from explorer.cli import main
 
 
-def test_params_json_reports_deepseek_v3_total_and_active():
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """``python -m explorer ARGS`` in this process: its status, stdout and stderr."""
+
+    def run(*args: str) -> Ran:
+        try:
+            status = main(list(args))
+        except SystemExit as stop:  # argparse's errors and the CLI's one sentence
+            status = stop.code if isinstance(stop.code, int) else 2
+        out = capsys.readouterr()
+        return Ran(status, out.out, out.err)
+
+    return run
+
+
+def test_params_json_reports_deepseek_v3_total_and_active(run_cli):
     result = run_cli("params", "--model", "deepseek-v3", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -24,7 +45,7 @@ def test_params_json_reports_deepseek_v3_total_and_active():
     assert sum(data["components"].values()) == data["total_params_with_mtp"]
 
 
-def test_params_reads_a_config_json_path(tmp_path):
+def test_params_reads_a_config_json_path(run_cli, tmp_path):
     config = {
         "architectures": ["LlamaForCausalLM"],
         "hidden_size": 256,
@@ -50,7 +71,7 @@ def test_params_reads_a_config_json_path(tmp_path):
         pytest.param(["frobnicate"], id="unknown-subcommand"),
     ],
 )
-def test_bad_input_prints_one_sentence_and_exits_2(args):
+def test_bad_input_prints_one_sentence_and_exits_2(run_cli, args):
     result = run_cli(*args)
     assert result.returncode == 2
     assert result.stdout == ""
@@ -58,7 +79,7 @@ def test_bad_input_prints_one_sentence_and_exits_2(args):
     assert "Traceback" not in result.stderr
 
 
-def test_malformed_config_file_is_one_sentence(tmp_path):
+def test_malformed_config_file_is_one_sentence(run_cli, tmp_path):
     path = tmp_path / "config.json"
     path.write_text("{not json")
     result = run_cli("params", "--model", str(path), "--json")

@@ -3,26 +3,22 @@ model, GPU and cluster size) at the same moment, and each sees only its own valu
 
 Streamlit runs every session's script in its own thread over shared module state, so this is
 where a cache keyed too loosely or a module-level value would leak one person's scenario into
-another's page. One timeout policy: every wait is bounded by TIMEOUT_MS; nothing sleeps a fixed
-time.
+another's page. The server is the suite's shared one (conftest's ``app_url``): its caches hold
+what earlier browser tests computed, as a long-running server's would. One timeout policy
+(conftest's TIMEOUT_MS bounds every wait); nothing sleeps a fixed time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
+from conftest import TIMEOUT_MS
 from playwright.sync_api import Browser, Page, expect
 
 from explorer.presets import load_gpu, model_entry
 from explorer.scenario import from_query
-from explorer.ui.bench_browser import served
 
-ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT_MS = 45_000
-"""The bound of every wait: the server's start, each page's first drawing."""
 MAIN = "[data-testid=stMainBlockContainer]"
 CASES = (  # model preset, GPU preset, nodes of 8 GPUs (DP = nodes with TP 8: the batch divides)
     ("llama-3.1-8b", "h100-sxm", 1),
@@ -36,13 +32,6 @@ CASES = (  # model preset, GPU preset, nodes of 8 GPUs (DP = nodes with TP 8: th
 )
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def app_url() -> Iterator[str]:
-    """One app server for every session of this module (the README's command)."""
-    with served(ROOT / "app.py", ROOT, TIMEOUT_MS / 1000) as url:
-        yield url
 
 
 def _link(model: str, gpu: str, nodes: int) -> str:
