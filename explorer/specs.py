@@ -453,7 +453,8 @@ class KernelFigures:
     """BF16 GEMMs at training shapes in the framework's dispatch over what the anchors (the
     best shape of a search) give at those shapes: a multiplier on the training GEMMs'
     efficiency (explorer.compute.passes). 1: the anchors describe training shapes. Blackwell
-    presets set it from Transformer Engine's published per-layer GEMM times (their comment)."""
+    and Hopper presets set it from Transformer Engine's published per-layer GEMM times (B300,
+    H200 NVL: their comment)."""
     fp8_training_shape_share: float = 1.0
     """The same for FP8 GEMMs."""
     fp4_training_shape_share: float | None = None

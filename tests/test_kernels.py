@@ -29,6 +29,7 @@ from explorer.compute import (
 )
 from explorer.compute.gemm import BLOCK_SCALED_GEMM_SHARE, quantisation_share, roofline_share
 from explorer.presets import attention_curves, load_gpu, load_model
+from explorer.published_runs.scenario import with_bf16_peak
 from explorer.specs import Fp8Recipe, GemmPoint, GpuSpec, Layout, Precision, TrainingWorkload
 
 ANCHOR = 1e-4
@@ -452,10 +453,13 @@ TE_5B_GEMMS = [
 """Transformer Engine gemm_profiling.rst's 5B layer (hidden 4096, MLP 16384, M = 31 x 512)."""
 
 
-def _te_layer_ms(gpu_id: str, dtype: str) -> float:
+def _te_layer_ms(gpu_id: str, dtype: str, bf16_peak: float | None = None) -> float:
     """The 12 GEMMs (forward, input and weight gradients) of TE's 5B layer on a preset, at the
-    preset's training-shape share, in ms."""
+    preset's training-shape share, in ms; ``bf16_peak``: at that dense BF16 peak (FP8 scaled with
+    it, as explorer.published_runs.scenario.with_bf16_peak)."""
     gpu = load_gpu(gpu_id)
+    if bf16_peak is not None:
+        gpu = with_bf16_peak(gpu, bf16_peak)
     figures = gpu.kernels
     assert figures is not None
     share = figures.fp8_training_shape_share if dtype == "fp8" else figures.training_shape_share
@@ -484,7 +488,37 @@ def test_b200_training_gemms_take_transformer_engines_published_layer_time(
     assert flops / (ms * 1e-3) / 1e12 < mamf * 0.85
 
 
-def test_training_shape_share_slows_blackwell_training_gemms_not_hoppers() -> None:
+H200_NVL_BF16_PEAK = 835.5e12
+"""H200 NVL dense BF16 peak: 1,671 TFLOPS with sparsity, halved (H200 NVL datasheet)."""
+
+
+@pytest.mark.parametrize(
+    ("gpu_id", "dtype", "ms"),
+    [("h200", "bf16", 31.968), ("h200", "fp8", 16.785), ("h100-sxm", "bf16", 31.968),
+     ("h100-sxm", "fp8", 16.785), ("h800", "bf16", 31.968)],
+)  # fmt: skip
+def test_hopper_training_gemms_take_transformer_engines_h200_nvl_layer_time(
+    gpu_id: str, dtype: str, ms: float
+) -> None:
+    # gemm_profiling.rst, "Worked Example: 5B Model on H200" (H200 NVL), pre-quantized: 31.968 ms
+    # BF16 and 16.785 ms FP8 current scaling per layer; each Hopper preset at the NVL's peak
+    assert _te_layer_ms(gpu_id, dtype, H200_NVL_BF16_PEAK) == pytest.approx(ms, rel=2e-3)
+    # 19.17 TFLOP per layer: 600 TFLOP/s BF16 (71.8% of 835.5), 1142 FP8: below MAMF's best
+    # shape at the NVL's peak (80.3% BF16, 70.9% / 73.4% FP8 on H100 / H200)
+    flops = sum(2 * m * n * k for m, n, k in TE_5B_GEMMS) * 3
+    assert flops / (ms * 1e-3) / 1e12 == pytest.approx(
+        {"bf16": 599.75, "fp8": 1142.25}[dtype], abs=0.01
+    )
+
+
+def test_h800_fp8_keeps_deepgemms_own_blockwise_table() -> None:
+    # the H800's FP8 anchor is DeepGEMM's H800 table (the kernels DeepSeek-V3 used): no multiplier
+    h800 = load_gpu("h800").kernels
+    assert h800 is not None and h800.fp8_training_shape_share == 1.0
+    assert h800.training_shape_share == pytest.approx(0.8982)
+
+
+def test_training_shape_share_slows_blackwell_training_gemms_not_amperes() -> None:
     def gemm_s(gpu: GpuSpec, precision: Precision = "fp8-mixed") -> float:
         workload = TrainingWorkload(seq_len=8192, global_batch_size=64, precision=precision)
         ctx = ComputeContext(model=LLAMA_70B, gpu=gpu, layout=Layout(), workload=workload)
@@ -505,8 +539,8 @@ def test_training_shape_share_slows_blackwell_training_gemms_not_hoppers() -> No
     assert gemm_s(b200) / gemm_s(plain) == pytest.approx(1 / 0.8216, rel=1e-6)
     nvfp4 = gemm_s(b200, "nvfp4-mixed") / gemm_s(plain, "nvfp4-mixed")
     assert nvfp4 == pytest.approx(1 / 0.7815, rel=1e-6)
-    h100 = load_gpu("h100-sxm").kernels
-    assert h100 is not None and h100.fp8_training_shape_share == h100.training_shape_share == 1
+    a100 = load_gpu("a100-80g").kernels  # no published training-shape profile: no multiplier
+    assert a100 is not None and a100.fp8_training_shape_share == a100.training_shape_share == 1
     # a user's measured GEMMs describe their shapes: no multiplier over them
     point = GemmPoint(m=8192, n=8192, k=8192, dtype="fp8", efficiency=0.6)
     measured = with_measured_gemms(b200, [point]).kernels

@@ -335,3 +335,17 @@ def test_nemo_2407_llama3_8b_keeps_its_gradient_buffer_in_bf16():
         if dtype == "bf16":
             assert result.memory.stages[0].breakdown.gradients == 2 * 8_030_261_248
     assert peaks["fp32"] - peaks["bf16"] == pytest.approx(2 * 8_030_261_248)
+
+
+def test_nemo_2407_gpt3_5b_row_has_the_launchers_shape():
+    # GPT-3 5B (NeMo-Framework-Launcher gpt3/5b.yaml): L 24, h 4096, FFN 4h, s 2048, vocab 50257.
+    # Megatron-LM's count with causal attention: 72 L h^2 (1 + s / 12h + V / 12hL) per token
+    # = 72 x 24 x 4096^2 x (1 + 2048 / 49152 + 50257 / 1179648) = 31,434,104,832 FLOPs.
+    run = next(r for r in RUNS if r.id == "nemo-24.07-h100-gpt3-5b")
+    s = scenario(run)
+    result = estimate(s.model, s.cluster, s.layout, s.workload, s.assumptions)
+    assert result.model_flops_per_token == pytest.approx(31_434_104_832, rel=1e-9)
+    # the row's TFLOP and token columns (736e12 / 22521 = 32.68 GFLOP per token) agree with
+    # Megatron-LM's count without the causal halving, vocabulary padded to 50304 (32.64 GFLOP)
+    published = run.published_tflops_per_s_per_gpu * 1e12 / run.published
+    assert published == pytest.approx(32_643_219_456, rel=0.002)
