@@ -17,6 +17,8 @@ log-sum-exp values, = 533,200,896 B per block and micro-batch.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from explorer.estimate import estimate
@@ -64,3 +66,12 @@ def test_sixteen_micro_batches_run_every_forward_before_the_first_backward():
     assert inflight_microbatches("interleaved", 16, 16, 8)[1] == 16
     stage = _memory("llama3-405b-16384gpu-tp8-pp16").stages[1]
     assert stage.breakdown.activations == pytest.approx(16 * 8 * BLOCK, rel=1e-12)
+
+
+@pytest.mark.parametrize(("headroom", "fits"), [(0.02, True), (0.03, False), (0.05, False)])
+def test_the_8192_gpu_row_fits_below_a_headroom_of_2_4_percent(headroom, fits):
+    # rank 1 holds 83,470,909,440 B of tensors on a 79.65 GiB H100: 2.397% spare
+    s = scenario(RUNS["llama3-405b-8192gpu-tp8-pp16"])
+    memory = replace(s.assumptions.memory, headroom_fraction=headroom)
+    a = replace(s.assumptions, memory=memory)
+    assert estimate(s.model, s.cluster, s.layout, s.workload, a).fits is fits
