@@ -74,6 +74,9 @@ def test_kept_gathered_weights_and_unsharded_gradients_outlive_each_blocks_backw
     held = held0(layout, model=LLAMA).total
     parts = dict(stage.phase("block_backward").temporary_parts)
     parts.pop("pipeline receive buffers (one per micro-batch)")
+    # stage 0 keeps both micro-batches' outputs: 2 x 4,096 tokens x 4,096 wide in bf16
+    outputs = parts.pop("pipeline stage outputs (every micro-batch's, to the step's end)")
+    assert outputs == 2 * 4096 * 4096 * 2
     assert parts == pytest.approx({KEPT: 2 * held, UNSHARDED: 4 * held}, rel=EXACT)
 
 

@@ -62,3 +62,35 @@ def test_only_torchtitan_runs_before_the_fix_get_it():
     assert dated["torchtitan-2506-h200-llama31-8b-fsdp64-float8"] is True  # 2025-06, before
     assert dated["automodel-2510-h100-kimi-k2-256gpu"] is None  # not torchtitan: the default
     assert dated["mbridge-25.11-h100-llama3-8b-fp8cs"] is None
+
+
+STAGE_OUTPUTS = "pipeline stage outputs (every micro-batch's, to the step's end)"
+ONE_BOUNDARY = 4 * 8192 // 8 * 16_384 * 2  # micro-batch 4 x 8,192 tokens over SP 8, h 16,384
+
+
+@pytest.mark.parametrize(
+    ("run_id", "stage", "chunks"),
+    [
+        ("torchtitan-2412-h100-llama31-405b-3d-1f1b", 1, 1),
+        ("torchtitan-2412-h100-llama31-405b-3d-interleaved", 1, 2),
+        # the last rank's second chunk is the model's last: its outputs are the kept logits
+        ("torchtitan-2412-h100-llama31-405b-3d-interleaved", 7, 1),
+    ],
+)
+def test_every_stage_but_the_last_keeps_its_eight_outputs_to_the_steps_end(run_id, stage, chunks):
+    # torch 1963fc8 (torchtitan's 2024-12 page): output_chunks on every stage (PR 153383)
+    held = _memory(run_id).stages[stage]
+    expected = 8 * chunks * ONE_BOUNDARY
+    assert ONE_BOUNDARY == 134_217_728
+    for phase in ("backward_start", "block_backward"):
+        assert dict(held.phase(phase).temporary_parts)[STAGE_OUTPUTS] == expected
+    assert STAGE_OUTPUTS not in dict(held.phase("optimizer_step").temporary_parts)
+    off = _memory(run_id, pipeline_keeps_stage_outputs=False).stages[stage]
+    assert held.total_bytes - off.total_bytes == pytest.approx(expected, rel=1e-12)
+
+
+def test_megatron_frees_each_stage_output_once_sent():
+    memory = _memory("llama3-405b-8192gpu-tp8-pp16")  # framework "megatron"
+    for stage in memory.stages:
+        for phase in ("backward_start", "block_backward"):
+            assert STAGE_OUTPUTS not in dict(stage.phase(phase).temporary_parts)

@@ -169,6 +169,13 @@ class TrainingAssumptions:
     2025-10-22 passes "to release the memory earlier"; before it, stage.py forward_one_chunk
     appended every output to ``output_chunks``, cleared only by the next step's
     ``clear_runtime_states``: set it for such runs)."""
+    pipeline_keeps_stage_outputs: bool | None = None
+    """Every pipeline stage but the last keeps each micro-batch's output (the activation it
+    sends, at the stage boundary) until the schedule's step ends. None follows the framework
+    (megatron no: schedules.py deallocate_output_tensor frees the data once it is sent;
+    pytorch yes: torch.distributed.pipelining stage.py kept every stage's outputs in
+    ``output_chunks`` until pytorch/pytorch PR 153383 of 2025-05-13, and since then
+    ``fwd_cache`` and the pending send Work objects keep them to the step's end, PR 193903)."""
     pipeline_schedule_microbatches: int | None = None
     """Micro-batches one run of the pipeline schedule takes when gradient accumulation repeats
     the schedule (NeMo AutoModel: local batch / micro-batch, GA runs per step); sizes the

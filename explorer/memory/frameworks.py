@@ -48,6 +48,10 @@ class FrameworkBehaviour:
     pipeline_keeps_outputs: bool = False
     """The last pipeline stage keeps every micro-batch's output (the logits) until the next
     step (torch.distributed.pipelining before ``step(return_outputs=False)``)."""
+    pipeline_keeps_stage_outputs: bool = False
+    """Every pipeline stage but the last keeps each micro-batch's output (the activation it
+    sends on) to the end of the schedule's step, not only until its backward
+    (torch.distributed.pipelining; Megatron-Core frees the data once sent)."""
 
 
 MEGATRON = FrameworkBehaviour(
@@ -81,6 +85,12 @@ PYTORCH = FrameworkBehaviour(
     # gradient receive buffer per micro-batch, made once (NeMo AutoModel docs, pipelining
     # recv_buffer_pool: "one full-size recv buffer per microbatch and per direction")
     pipeline_recv_buffers=True,
+    # stage.py forward_one_chunk kept every stage's outputs in output_chunks until the next
+    # step until pytorch/pytorch PR 153383 (2025-05-13: "output_chunks is only used for last
+    # stage"); since then fwd_cache and the pending send Work objects keep "microbatches *
+    # stages_per_rank activations" to the step's end (pytorch/pytorch PR 193903, 2026-08).
+    # Megatron-Core: schedules.py deallocate_output_tensor once the output is sent.
+    pipeline_keeps_stage_outputs=True,
 )
 """PyTorch as torchtitan runs it: FSDP2, DTensor TP/SP with loss_parallel, foreach AdamW."""
 
@@ -101,6 +111,7 @@ _OVERRIDES = (
     "pipeline_keeps_unsharded",
     "pipeline_recv_buffers",
     "pipeline_keeps_outputs",
+    "pipeline_keeps_stage_outputs",
 )
 
 
@@ -161,6 +172,11 @@ _SWITCH_WORDS = (
         "pipeline_keeps_outputs",
         "PP last stage keeps every micro-batch's logits",
         "PP last stage frees each micro-batch's logits",
+    ),
+    (
+        "pipeline_keeps_stage_outputs",
+        "PP stages keep every micro-batch's output to the step's end",
+        "PP stages free each output once sent",
     ),
 )
 """(switch, words when on, words when off)."""

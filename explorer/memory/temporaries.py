@@ -83,7 +83,7 @@ def block_backward_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     the last backward, so the kept weights outlive every block's backward but the last.
     """
     kept = kept_gathered_weights(s, plan)
-    outputs = pipeline_kept_outputs(s, plan)
+    outputs = pipeline_kept_outputs(s, plan) + pipeline_stage_outputs(s, plan)
     if not kept:
         return zero3_block_temporaries(s, plan) + outputs
     if fsdp_accumulates_unsharded(s):
@@ -99,8 +99,8 @@ def backward_start_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     measured: validation/results.json llama8b-fsdp8-bf16-mixed-s4096-b1).
     """
     if not plan.has_head:
-        return kept_gathered_weights(s, plan)
-    outputs = pipeline_kept_outputs(s, plan)
+        return kept_gathered_weights(s, plan) + pipeline_stage_outputs(s, plan)
+    outputs = pipeline_kept_outputs(s, plan) + pipeline_stage_outputs(s, plan)
     a, tp = s.assumptions, s.layout.tp
     per_logit = loss_temporary_bytes_per_logit(
         s.behaviour, s.shape.dtype_bytes, a.loss_logits_bytes, tp
@@ -177,6 +177,30 @@ def pipeline_kept_outputs(s: TrainingSetting, plan: StagePlan) -> Parts:
     logits = s.shape.tokens * s.model.vocab_size / s.layout.tp
     return (("pipeline last stage's outputs (every micro-batch's logits)",
              count * logits * s.shape.dtype_bytes),)  # fmt: skip
+
+
+def pipeline_stage_outputs(s: TrainingSetting, plan: StagePlan) -> Parts:
+    """Every micro-batch's output of the rank's model chunks but the model's last, bytes: the
+    stage-boundary (sequence-parallel) activation each forward sends on, kept to the end of
+    the schedule's step (``pipeline_keeps_stage_outputs``), so all of them by the last forward,
+    where 1F1B-style schedules still hold their warm-up's micro-batches in flight. No block
+    saves it (the next rank's first block saves its own copy). Counted at the backward
+    phases; the optimizer step is left out (the sends are waited before it since PR 153383).
+
+    Source: torch/distributed/pipelining/stage.py forward_one_chunk (``output_chunks.append``
+    on every stage before pytorch/pytorch PR 153383, 2025-05-13; ``fwd_cache`` to the chunk's
+    backward) and PR 193903 (2026-08: stages keep "microbatches * stages_per_rank
+    activations" through fwd_cache and the pending send Work objects to the step's end).
+    """
+    if not (s.behaviour.pipeline_keeps_stage_outputs and s.layout.pp > 1):
+        return ()
+    chunks = (len(plan.chunk_blocks) or s.layout.virtual_stages) - plan.has_head
+    per_schedule = s.assumptions.pipeline_schedule_microbatches
+    count = s.microbatches if per_schedule is None else min(per_schedule, s.microbatches)
+    boundary = s.shape.sp_tokens * s.model.hidden_size * s.shape.dtype_bytes
+    size = count * chunks * boundary
+    name = "pipeline stage outputs (every micro-batch's, to the step's end)"
+    return ((name, size),) if size else ()
 
 
 def optimizer_temporaries(s: TrainingSetting, states: ModelStates) -> Parts:

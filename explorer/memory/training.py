@@ -17,7 +17,8 @@ what the parts above hold.
 
 DeepEP's NVLink and NVSHMEM buffers (``TrainingAssumptions.moe_dispatcher``), per-layer CUDA
 graphs' static edge tensors (``cuda_graph_modules``) and torch.distributed.pipelining's
-per-micro-batch receive buffers are counted (``buffers.py``, ``temporaries.py``).
+per-micro-batch receive buffers and kept stage outputs are counted (``buffers.py``,
+``temporaries.py``).
 
 Left out on purpose: activation gradients and matmul outputs alive during backward, the
 allocator's fragmentation beyond ``headroom`` and ``allocator.py``'s mechanisms, NVSHMEM's
