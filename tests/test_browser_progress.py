@@ -37,7 +37,8 @@ def test_cancel_stops_a_running_search_and_search_again_finishes_it(page: Page, 
     page.goto(f"{fresh_url}/meshes?{query}")
     cancel = page.get_by_role("button", name="Cancel the search")
     expect(cancel).to_be_visible(timeout=TIMEOUT_MS)
-    expect(page.locator(f"{MAIN} [data-testid=stProgress]")).to_be_visible()
+    bar = page.locator(f"{MAIN} [data-testid=stProgress]")
+    expect(bar).to_contain_text("layouts settled")  # the first progress report, then Cancel
     cancel.click()
     said = page.locator(f"{MAIN} [data-testid=stAlert]").filter(has_text="Search cancelled")
     expect(said).to_be_visible(timeout=TIMEOUT_MS)
