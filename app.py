@@ -16,3 +16,4 @@ st.set_page_config(
 theme.apply()
 scenario = sidebar.render()
 navigation(scenario, Path(__file__).resolve().parent).run()
+sidebar.run_finished()

@@ -188,6 +188,27 @@ def test_inputs_hidden_for_several_runs_come_back_with_their_values():
     assert at.session_state["scenario"].training.seq_len == 32768
 
 
+def test_the_run_after_a_cut_short_one_sends_every_sidebar_value_as_set():
+    """A click during a run cuts it short; the browser may then hold a widget at its element's
+    default and send that back (explorer.ui.sidebar._RUN_OPEN). The next run sends each value
+    as set (the browser takes it over whatever it holds); a run after a finished one does not
+    (it would redraw every widget)."""
+    at = run({"gpu": "h200", "nodes": "4"})
+    gpus, nodes = at.selectbox(key="in_gpu"), at.number_input(key="in_nodes")
+    assert (gpus.value, nodes.value) == ("h200", 4)
+    assert gpus.proto.set_value and nodes.proto.set_value  # the first run seeds from the link
+    at.run()  # the run after a finished one
+    assert not at.number_input(key="in_nodes").proto.set_value
+    assert not at.selectbox(key="in_gpu").proto.set_value
+    at.session_state["_run_open"] = True  # as a run cut short leaves it
+    at.run()
+    assert at.number_input(key="in_nodes").proto.set_value
+    assert at.selectbox(key="in_gpu").proto.set_value
+    assert at.number_input(key="in_nodes").value == 4
+    at.run()  # that run finished: the widgets are left alone again
+    assert not at.number_input(key="in_nodes").proto.set_value
+
+
 def test_closing_the_mixed_cluster_editor_keeps_its_groups_and_reopening_shows_them():
     at = run({"mixed": "h100-sxm:8:2,a100-80g:8:2"})  # groups in the link: it opens by itself
     assert at.selectbox(key="cluster_editor_gpu_1").value == "a100-80g"

@@ -81,6 +81,14 @@ _KEPT = "_kept_inputs"
 once a run does not draw it (a closed expander, the other workload's inputs); the next run
 puts it back from here. Only the dropped ones: assigning a widget's key, even to the value it
 has, makes Streamlit send that widget as changed, and the browser redraws it in full."""
+_RUN_OPEN = "_run_open"
+"""True from the sidebar's start to the page's end (``run_finished``): still True at the next
+run's start when that run was cut short (a click while it ran, ``st.rerun``). After such a run
+the browser can hold a widget at its element's default (a select box's first option, a number
+input's minimum) and send that back on the next click: seen in Chromium as every sidebar input
+falling to its first value after Cancel and "Search again" on a loaded machine. So the run
+after a cut-short one assigns every scenario widget its value again, which the browser takes
+as set; other runs leave the widgets alone (``_KEPT``)."""
 _LINK_MESSAGES = "_link_messages"
 _UPLOAD_ERROR = "_upload_error"
 _UPLOADER = "upload_file"
@@ -108,6 +116,8 @@ def current() -> Scenario:
 def _seed_or_keep() -> None:
     """First run: widgets from the link. Later runs: keep the values of hidden widgets."""
     state = st.session_state
+    cut_short = state.get(_RUN_OPEN, False)
+    state[_RUN_OPEN] = True
     if _SEEDED not in state:
         scenario, messages = from_query(st.query_params.to_dict())
         apply(scenario)
@@ -120,9 +130,17 @@ def _seed_or_keep() -> None:
         return
     present = state.to_dict()  # one copy: each `in` on session state would build one
     kept = state.get(_KEPT, {})
-    for name in STATE_KEYS:  # a widget hidden last run lost its value: its last one back
-        if name not in present and name in kept:
+    for name in STATE_KEYS:
+        if name in present:
+            if cut_short:  # the browser may hold a default: send the value as set
+                state[name] = present[name]
+        elif name in kept:  # a widget hidden last run lost its value: its last one back
             state[name] = kept[name]
+
+
+def run_finished() -> None:
+    """Mark this run as run to its end (app.py calls it after the page); see ``_RUN_OPEN``."""
+    st.session_state[_RUN_OPEN] = False
 
 
 def _ensure_option(name: str, options: Sequence[Any], what: str, fallback: Any) -> None:
