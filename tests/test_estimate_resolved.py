@@ -15,6 +15,7 @@ import pytest
 from hand_models import H100_LIKE as GPU
 from hand_models import LLAMA_LIKE_8B as MODEL
 
+import explorer.memory.tensors
 import explorer.memory.training
 import explorer.precision
 import explorer.workload
@@ -78,10 +79,14 @@ def test_one_estimate_looks_the_policy_up_once(monkeypatch, model, layout, workl
     policy = _counted(monkeypatch, "precision_policy", explorer.precision.precision_policy)
     count = _counted(monkeypatch, "microbatch_count", explorer.memory.training.microbatch_count)
     resolved = _counted(monkeypatch, "resolve_workload", explorer.workload.resolve_workload)
+    shape = _counted(monkeypatch, "activation_shape", explorer.memory.tensors.activation_shape)
     est = estimate(model, CLUSTER, layout, workload)
     assert policy["precision_policy"] == 1
     assert count["microbatch_count"] == 1
     assert resolved["resolve_workload"] == 1
+    # one micro-batch's slice per GPU: the memory model's, and under activation offload the
+    # host copies' once for all parts (before: once per part, 1 + 4 on the offload case's PP 4)
+    assert shape["activation_shape"] == (2 if layout.activation_offload else 1)
     # 256 sequences over dp x micro-batch (the first case: 8 x 1) is 32 micro-batches
     if layout.dp == 8:
         assert est.microbatches == 32
