@@ -2,9 +2,11 @@
 
 The estimate (explorer.estimate.core.estimate) looks the precision policy up by its name and
 works out the micro-batch count here, once per layout, and passes the record down to the
-memory model, the stage context, the compute context and the host copies; none of them reaches
-back up to the ``TrainingWorkload`` for these values (tests/test_estimate_resolved.py counts the
-readers). docs/ARCHITECTURE.md, "The boundary".
+memory model, the stage context, the compute context and the host copies; below the estimate
+only the memory model's input checks (explorer.memory.checks, which quote the input as given)
+read the ``TrainingWorkload`` itself (tests/test_estimate_resolved.py watches the readers).
+Callers without the record (the search's bounds, the mixed-cluster step) get one resolved where
+the context is built. docs/ARCHITECTURE.md, "The boundary".
 """
 
 from __future__ import annotations
