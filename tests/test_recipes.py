@@ -30,6 +30,7 @@ from explorer.mesh.tree import pipelines
 from explorer.partition import end_stage_layers, pipeline_plan
 from explorer.scenario.inputs import SearchInputs
 from explorer.specs import ClusterSpec, Layout, TrainingWorkload
+from explorer.workload import resolve_workload
 
 EXACT = 1e-12  # sums of products of integers: only float rounding may differ
 S = 4096  # tokens per sequence in the hand-worked blocks
@@ -275,7 +276,7 @@ def test_activation_offload_adds_the_copy_time_that_does_not_overlap(
 ) -> None:
     layout = Layout(dp=8, activation_offload=OFFLOAD)
     a = dataclasses.replace(MEGATRON, offload_overlap=overlap)
-    host = HostCopies(LLAMA, CLUSTER, layout, WORKLOAD, a)
+    host = HostCopies(LLAMA, CLUSTER, layout, resolve_workload(layout, WORKLOAD), a)
     got = host.activation_s(tuple(range(32)), _passes(forward_s))
     assert got == pytest.approx(exposed_s, rel=1e-12, abs=1e-15)
 
@@ -298,7 +299,7 @@ def test_optimizer_offload_time_is_the_gpu_share_plus_the_host_copies() -> None:
     # moves fp32 gradients out (4 B) and bf16 weights back (2 B).
     layout = Layout(dp=8, zero=1, optimizer_offload_fraction=0.25)
     work = stage_work(LLAMA, tuple(range(32)), S, True, True)
-    host = HostCopies(LLAMA, CLUSTER, layout, WORKLOAD, MEGATRON)
+    host = HostCopies(LLAMA, CLUSTER, layout, resolve_workload(layout, WORKLOAD), MEGATRON)
     local = (work.dense_params + work.expert_params) / 8
     expected = 0.75 * 2.0 + 0.25 * local * (4 + 2) / 50e9
     assert host.optimizer_s(work, 2.0) == pytest.approx(expected, rel=1e-12)

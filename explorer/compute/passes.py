@@ -13,7 +13,7 @@ sits, which the search's bounds rely on (explorer.search.shapes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from functools import lru_cache
 
 from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAssumptions
@@ -40,7 +40,6 @@ from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
 from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
-from explorer.precision import precision_policy
 from explorer.presets import attention_curves
 from explorer.specs import (
     AttentionCurve,
@@ -51,6 +50,7 @@ from explorer.specs import (
     PrecisionPolicy,
     TrainingWorkload,
 )
+from explorer.workload import ResolvedWorkload, resolve_workload
 
 MEMORY_BOUND_LAUNCHES = 7
 """Memory-bound kernels of a block's forward besides its GEMMs: two norms, two residual adds,
@@ -77,15 +77,28 @@ class ComputeContext:
     experts' input cast runs once per token before the dispatch; False, on each of the top-k
     BF16 copies after it (explorer.compute.kernels.expert_gemms)."""
     resolved_policy: PrecisionPolicy | None = None
-    """The workload's precision policy when the caller resolved it already (the estimate does,
-    once per layout: explorer.estimate.core.estimate); None looks it up by its name."""
+    """The workload's precision policy when the caller resolved it already (the search does,
+    once per problem); None looks it up by its name (unless ``resolved`` is given)."""
+    resolved: InitVar[ResolvedWorkload | None] = None
+    """``workload`` resolved for ``layout`` (explorer.workload.resolve_workload) when the caller
+    has it (the estimate does, once per layout: explorer.estimate.core.estimate); None resolves
+    it here, once. Not kept as given: ``dataclasses.replace`` with another layout or workload
+    resolves again."""
+    inputs: ResolvedWorkload = field(init=False, compare=False, repr=False)
+    """The workload as this layout runs it: sequence, policy, micro-batches and tokens. Left out
+    of equality and hashing: it follows from ``layout`` and ``workload``, which are in them."""
+
+    def __post_init__(self, resolved: ResolvedWorkload | None) -> None:
+        if resolved is None:  # no check of M: the search's bounds' contexts too
+            resolved = resolve_workload(
+                self.layout, self.workload, policy=self.resolved_policy, check=False
+            )
+        object.__setattr__(self, "inputs", resolved)
 
     @property
     def policy(self) -> PrecisionPolicy:
         """The workload's precision policy (bytes per element, GEMM format)."""
-        if self.resolved_policy is not None:
-            return self.resolved_policy
-        return precision_policy(self.workload.precision, self.workload.grad_dtype)
+        return self.inputs.policy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,7 +167,7 @@ def _kinds(ctx: ComputeContext, bandwidth: float, bf16: bool = False) -> _Kinds:
         low_share = figures.fp4_training_shape_share
     return _kinds_of(
         ctx.model, ctx.gpu, layout.tp, layout.cp, layout.ep, layout.etp,
-        layout.micro_batch_size, ctx.workload.seq_len, "bf16" if bf16 else ctx.policy.compute,
+        layout.micro_batch_size, ctx.inputs.seq_len, "bf16" if bf16 else ctx.policy.compute,
         bandwidth, a.gemm_efficiency_scale * bf16_share, a.max_efficiency,
         a.grouped_gemm_call_s,
         BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0) * low_share / bf16_share,
@@ -214,7 +227,7 @@ def attention_head_dim(model: ModelSpec) -> float:
 
 def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
     """(forward, backward) seconds of the attention core of one micro-batch."""
-    layout, seq, a = ctx.layout, ctx.workload.seq_len, ctx.assumptions
+    layout, seq, a = ctx.layout, ctx.inputs.seq_len, ctx.assumptions
     fp8 = ctx.policy.compute == "fp8" and a.fp8_attention
     peak = peak_flops_per_s(ctx.gpu, "fp8" if fp8 else "bf16")
     flops = work.attention_core_flops * layout.micro_batch_size * seq / (layout.tp * layout.cp)
@@ -253,7 +266,7 @@ def _head_s(work: StageWork, ctx: ComputeContext, bandwidth: float, k: _Kinds) -
     if not work.head_flops:
         return 0.0
     layout, m = ctx.layout, ctx.model
-    tokens = layout.micro_batch_size * ctx.workload.seq_len / layout.cp
+    tokens = ctx.inputs.microbatch_tokens
     eff = k.head_efficiency
     logits = 2.0 * m.hidden_size * m.vocab_size * (1 + m.num_nextn_predict_layers)
     logits = min(logits, work.head_flops)
@@ -292,7 +305,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     (explorer.compute.recompute: full the blocks', selective the attention core's or its
     modules'; Korthikanti et al. 2022, arXiv:2205.05198, sec. 5). Source: module docstring.
     """
-    a, layout, seq = ctx.assumptions, ctx.layout, ctx.workload.seq_len
+    a, layout, seq = ctx.assumptions, ctx.layout, ctx.inputs.seq_len
     bandwidth = ctx.gpu.hbm_bytes_per_s * a.hbm_efficiency
     k = _kinds(ctx, bandwidth)
     moe, dense = work.num_moe_layers, work.num_layers - work.num_moe_layers
@@ -316,7 +329,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
         work, ctx.model, layout, seq, ctx.flash_attention, ctx.dropout, profile.ledger,
         a.fused_norm, profile.triton_attention,
     )  # fmt: skip
-    tokens = layout.micro_batch_size * seq / layout.cp  # b s / cp: traffic is per token / tp
+    tokens = ctx.inputs.microbatch_tokens  # b s / cp: traffic is per token / tp
     per_element = ctx.policy.activation_bytes * tokens / bandwidth
     memory, attention_memory = traffic.blocks * per_element, traffic.attention * per_element
     extra_f, extra_b = _framework_s(work, ctx, bandwidth, per_element)
@@ -373,9 +386,7 @@ def _framework_s(
         forward, backward = f * per_element, b * per_element
     if (profile.fsdp2_copies or profile.fsdp1_flat_grads) and layout.zero >= 3:
         params = work.dense_params / layout.tp + work.expert_params / (layout.ep * layout.etp)
-        w = ctx.workload
-        microbatches = w.global_batch_size // max(1, layout.dp * layout.micro_batch_size)
-        times = fsdp_copies_per_microbatch(layout, microbatches) * params / bandwidth
+        times = fsdp_copies_per_microbatch(layout, ctx.inputs.microbatches) * params / bandwidth
         f, b = fsdp_copy_bytes_per_param(ctx.policy) if profile.fsdp2_copies else (0.0, 0.0)
         if profile.fsdp1_flat_grads:
             b += fsdp1_grad_bytes_per_param(ctx.policy)

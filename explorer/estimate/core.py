@@ -33,9 +33,8 @@ from explorer.estimate.stages import (
 from explorer.estimate.warnings import attention_efficiency_unset, comm_warnings
 from explorer.flops import hardware_flops_per_token, model_flops_per_token, utilisation
 from explorer.memory import TrainingMemory, training_memory
-from explorer.memory.training import microbatch_count
-from explorer.precision import precision_policy
 from explorer.specs import ClusterSpec, Layout, ModelSpec, Recompute, TrainingWorkload
+from explorer.workload import resolve_workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,17 +187,17 @@ def estimate(
     memory check; None computes it. Raises ValueError (one sentence) for a layout that cannot
     run. Source: module docstring.
     """
-    # the workload's precision policy and micro-batch count, resolved once here and passed down
-    policy = precision_policy(workload.precision, workload.grad_dtype)
-    m = microbatch_count(layout, workload)
+    # the workload resolved once here (precision policy, micro-batch count, tokens) and passed
+    # down: docs/ARCHITECTURE.md, "The boundary"
+    r = resolve_workload(layout, workload)
+    m = r.microbatches
     if memory is None:
         memory = training_memory(
             model, cluster.gpu, layout, workload, assumptions.memory,
-            domain_size=cluster.domain_size, policy=policy, microbatches=m,
+            domain_size=cluster.domain_size, resolved=r,
         )  # fmt: skip
-    ctx = stage_context(model, cluster, layout, workload, assumptions, policy=policy,
-                        microbatches=m)  # fmt: skip
-    stages = stage_times(model, cluster, layout, workload, assumptions, ctx)
+    ctx = stage_context(model, cluster, layout, workload, assumptions, resolved=r)
+    stages = stage_times(model, cluster, layout, workload, assumptions, ctx, resolved=r)
     pipe, tail = time_step(stages, layout, m, assumptions.pipeline_model)
     attributed = _attributed(stages, step_tails_s(stages, layout), layout)
     groups = ctx.groups
@@ -212,10 +211,10 @@ def estimate(
         pipeline=pipe,
         tail_s=tail,
         num_gpus=layout.world_size,
-        tokens_per_step=m * layout.dp * layout.micro_batch_size * workload.seq_len,
-        model_flops_per_token=_model_flops(model, workload.seq_len, causal),
-        hardware_flops_per_token=_hardware_flops(model, workload.seq_len, layout.recompute, causal),
-        peak_flops_per_s=peak_flops_per_s(cluster.gpu, policy.compute),
+        tokens_per_step=r.tokens_per_step,
+        model_flops_per_token=_model_flops(model, r.seq_len, causal),
+        hardware_flops_per_token=_hardware_flops(model, r.seq_len, layout.recompute, causal),
+        peak_flops_per_s=peak_flops_per_s(cluster.gpu, r.policy.compute),
         exposed_comm_s=exposed_by_kind(attributed, m),
         exposed_comm_by_axis_s=exposed_by_axis(attributed, m),
         warnings=(

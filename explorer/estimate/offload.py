@@ -13,36 +13,40 @@ Source: Megatron-Core docs, Fine-Grained Activation Offloading; Ren et al. 2021,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from explorer.compute import PassTimes, StageWork
 from explorer.memory import TrainingAssumptions
 from explorer.memory.recompute import recompute_policy
 from explorer.memory.stage_activations import offloaded_bytes
-from explorer.memory.tensors import activation_shape
+from explorer.memory.tensors import ActivationShape, activation_shape
 from explorer.partition import StagePlan
-from explorer.precision import precision_policy
-from explorer.specs import ClusterSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
+from explorer.specs import ClusterSpec, Layout, ModelSpec, PrecisionPolicy
+from explorer.workload import ResolvedWorkload
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: ``shape`` is cached on the instance
 class HostCopies:
     """Host-copy times of one layout's parts."""
 
     model: ModelSpec
     cluster: ClusterSpec
     layout: Layout
-    workload: TrainingWorkload
+    resolved: ResolvedWorkload
+    """The workload resolved for ``layout`` (explorer.workload.resolve_workload)."""
     assumptions: TrainingAssumptions
-    resolved_policy: PrecisionPolicy | None = None
-    """The workload's precision policy when resolved already (explorer.estimate.core.estimate);
-    None looks it up by its name."""
+
+    @cached_property
+    def shape(self) -> ActivationShape:
+        """The slice of one micro-batch a GPU works on, as the memory model's (built once for
+        every part's activation copies, and only under activation offload)."""
+        act = self.resolved.policy.activation_bytes
+        return activation_shape(self.layout, self.resolved.seq_len, act)
 
     @property
     def policy(self) -> PrecisionPolicy:
         """The workload's precision policy (bytes per element)."""
-        if self.resolved_policy is not None:
-            return self.resolved_policy
-        return precision_policy(self.workload.precision, self.workload.grad_dtype)
+        return self.resolved.policy
 
     def activation_s(self, layers: tuple[int, ...], passes: PassTimes) -> float:
         """Exposed seconds of one micro-batch's activation copies in one pass (each way)."""
@@ -57,9 +61,7 @@ class HostCopies:
             has_head=False,
             chunk_blocks=_even_chunks(len(layers), self.layout.virtual_stages),
         )
-        policy = self.policy
-        shape = activation_shape(self.layout, self.workload.seq_len, policy.activation_bytes)
-        moved = offloaded_bytes(self.model, plan, shape, self.assumptions, p)
+        moved = offloaded_bytes(self.model, plan, self.shape, self.assumptions, p)
         copy_s = moved / self.cluster.gpu.host_bytes_per_s
         return max(copy_s - self.assumptions.offload_overlap * passes.forward_s, 0.0)
 

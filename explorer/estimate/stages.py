@@ -39,9 +39,9 @@ from explorer.memory import (
 )
 from explorer.memory.activations import expert_load
 from explorer.partition import layout_chunk_sizes, pipeline_plan
-from explorer.precision import precision_policy
 from explorer.schedules import StageTimes
 from explorer.specs import ClusterSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
+from explorer.workload import ResolvedWorkload, resolve_workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,29 +141,31 @@ def stage_context(
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions,
     *,
+    resolved: ResolvedWorkload | None = None,
     policy: PrecisionPolicy | None = None,
     microbatches: int | None = None,
 ) -> StageContext:
     """What every part's collectives share: model, layout, precision, placements.
 
-    ``policy`` and ``microbatches`` are the workload's precision policy and micro-batches per
-    step when the caller resolved them already (explorer.estimate.core.estimate); None works
-    them out here.
+    ``resolved`` is ``workload`` resolved for ``layout`` (explorer.workload.resolve_workload)
+    when the caller has it (explorer.estimate.core.estimate); None resolves it here, with
+    ``policy`` and ``microbatches`` where the caller knows those alone.
     """
-    if policy is None:
-        policy = precision_policy(workload.precision, workload.grad_dtype)
-    if microbatches is None:
-        microbatches = workload.global_batch_size // (layout.dp * layout.micro_batch_size)
+    r = resolved
+    if r is None:
+        r = resolve_workload(
+            layout, workload, policy=policy, microbatches=microbatches, check=False
+        )
     return StageContext(
         model=model,
         layout=layout,
-        policy=policy,
-        seq_len=workload.seq_len,
+        policy=r.policy,
+        seq_len=r.seq_len,
         groups=place_groups(cluster, layout),
         assumptions=assumptions.comm,
         moe_imbalance=expert_load(model, assumptions.memory),
         pipeline_keeps_unsharded=framework_behaviour(assumptions.memory).pipeline_keeps_unsharded,
-        microbatches=microbatches,
+        microbatches=r.microbatches,
     )
 
 
@@ -175,6 +177,7 @@ def _time_work(
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions,
     ctx: StageContext,
+    resolved: ResolvedWorkload,
 ) -> tuple[PassTimes, tuple[Collective, ...], float]:
     """Pass times, collectives and optimizer step of one part's work."""
     compute = ComputeContext(
@@ -187,7 +190,8 @@ def _time_work(
         flash_attention=assumptions.memory.flash_attention,
         dropout=assumptions.memory.dropout,
         fp8_dispatch=assumptions.comm.fp8_dispatch,
-        resolved_policy=ctx.policy,
+        resolved_policy=resolved.policy,
+        resolved=resolved,
     )
     passes = pass_times(work, compute)
     return passes, stage_collectives(work, passes, ctx), optimizer_step_s(work, compute)
@@ -200,23 +204,29 @@ def stage_times(
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions,
     ctx: StageContext,
+    *,
+    resolved: ResolvedWorkload | None = None,
 ) -> tuple[StageTime, ...]:
     """Compute, collectives and optimizer step of every part of ``layout``.
 
-    Source: explorer.compute (pass times, optimizer) and explorer.comm (collectives).
+    ``resolved``: as in ``stage_context`` (None resolves it here, with ``ctx``'s policy and
+    micro-batch count). Source: explorer.compute (pass times, optimizer) and explorer.comm
+    (collectives).
     """
+    r = resolved
+    if r is None:
+        r = resolve_workload(layout, workload, policy=ctx.policy, microbatches=ctx.microbatches)
     causal = assumptions.compute.causal_attention_flops
     memo: dict[StageWork, tuple[PassTimes, tuple[Collective, ...], float]] = {}
+    host = HostCopies(model, cluster, layout, r, assumptions.memory)
     out = []
     for index, (layers, first, last) in enumerate(parts(model, layout)):
-        ends = (workload.bf16_layers_at_start, workload.bf16_layers_at_end)
-        work = stage_work(model, layers, workload.seq_len, first, last, causal, ends)
+        work = stage_work(model, layers, r.seq_len, first, last, causal, r.bf16_ends)
         if work not in memo:  # stages of equal work (most of them) are timed once
-            memo[work] = _time_work(work, model, cluster, layout, workload, assumptions, ctx)
+            memo[work] = _time_work(work, model, cluster, layout, workload, assumptions, ctx, r)
         passes, collectives, optimizer = memo[work]
         if first or last:  # the ends of a tied embedding reduce its gradient once a step
             collectives += tuple(tied_embedding_collectives(ctx, first, last))
-        host = HostCopies(model, cluster, layout, workload, assumptions.memory, ctx.policy)
         out.append(
             StageTime(
                 stage=index,

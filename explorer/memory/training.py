@@ -75,8 +75,8 @@ from explorer.memory.temporaries import (
 )
 from explorer.memory.tensors import activation_shape
 from explorer.partition import StagePlan, inflight_microbatches, loss_inflight, pipeline_plan
-from explorer.precision import precision_policy
 from explorer.specs import GpuSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
+from explorer.workload import ResolvedWorkload, microbatch_count, resolve_workload
 
 __all__ = [
     "CATEGORIES",
@@ -152,18 +152,6 @@ class TrainingMemory:
     def peak_phase(self) -> Phase:
         """The phase of the step at which the peak stage peaks."""
         return self.stages[self.peak_stage].peak_phase
-
-
-def microbatch_count(layout: Layout, workload: TrainingWorkload) -> int:
-    """Micro-batches per step on one pipeline, M = global batch / (DP x micro-batch)."""
-    per_step = layout.dp * layout.micro_batch_size
-    count = workload.global_batch_size // per_step
-    if count < 1:
-        raise ValueError(
-            f"global batch of {workload.global_batch_size} sequences is smaller than "
-            f"DP x micro-batch = {per_step}"
-        )
-    return count
 
 
 def stage_states(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> ModelStates:
@@ -321,16 +309,17 @@ def _setting(
     layout: Layout,
     workload: TrainingWorkload,
     assumptions: TrainingAssumptions,
+    resolved: ResolvedWorkload | None = None,
     policy: PrecisionPolicy | None = None,
     microbatches: int | None = None,
 ) -> TrainingSetting:
-    if policy is None:
-        policy = precision_policy(workload.precision, workload.grad_dtype)
+    r = resolved
+    if r is None:
+        r = resolve_workload(layout, workload, policy=policy, microbatches=microbatches)
+    policy, microbatches = r.policy, r.microbatches
     assumptions = recipe_storage(assumptions, policy)
     if assumptions.optimizer_state_bytes is not None:
         policy = replace(policy, optimizer_bytes=assumptions.optimizer_state_bytes)
-    if microbatches is None:
-        microbatches = microbatch_count(layout, workload)
     dense_shards, moe_shards = shard_groups(layout)
     communication = nccl_parts(model, layout, assumptions, expert_shards(layout))
     fixed = fixed_overheads(gpu, assumptions)
@@ -340,7 +329,7 @@ def _setting(
         policy=policy,
         assumptions=assumptions,
         behaviour=framework_behaviour(assumptions),
-        shape=activation_shape(layout, workload.seq_len, policy.activation_bytes),
+        shape=activation_shape(layout, r.seq_len, policy.activation_bytes),
         dense_shards=dense_shards,
         moe_shards=moe_shards,
         microbatches=microbatches,
@@ -379,18 +368,20 @@ def training_memory(
     assumptions: TrainingAssumptions = DEFAULT_TRAINING_ASSUMPTIONS,
     *,
     domain_size: int | None = None,
+    resolved: ResolvedWorkload | None = None,
     policy: PrecisionPolicy | None = None,
     microbatches: int | None = None,
 ) -> TrainingMemory:
     """Bytes per GPU by category for every pipeline stage of ``layout``, and the peak.
 
     ``domain_size`` is the number of GPUs on the fast links (a ClusterSpec's ``domain_size``);
-    None means the GPU's ``scale_up_domain_size``. ``policy`` and ``microbatches`` are the
-    workload's precision policy and ``microbatch_count`` when the caller resolved them already
-    (explorer.estimate.core.estimate); None works them out here. Invalid layouts raise
-    ValueError.
+    None means the GPU's ``scale_up_domain_size``. ``resolved`` is ``workload`` resolved for
+    ``layout`` (explorer.workload.resolve_workload: the precision policy, the micro-batch count)
+    when the caller has it already (explorer.estimate.core.estimate); None resolves it here,
+    with ``policy`` and ``microbatches`` where the caller knows those alone. Invalid layouts
+    raise ValueError.
     """
-    s = _setting(model, gpu, layout, workload, assumptions, policy, microbatches)
+    s = _setting(model, gpu, layout, workload, assumptions, resolved, policy, microbatches)
     plans = pipeline_plan(model, layout)
     inflight = inflight_microbatches(
         layout.schedule, layout.pp, s.microbatches, layout.virtual_stages
