@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from explorer.estimate import (
     DEFAULT_ESTIMATE_ASSUMPTIONS,
@@ -32,7 +32,8 @@ from explorer.estimate import (
     time_step,
 )
 from explorer.estimate.stages import StageTime, stage_context, stage_times
-from explorer.memory.training import microbatch_count, training_memory
+from explorer.memory.training import TrainingMemory, microbatch_count, training_memory
+from explorer.precision import precision_policy
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 
 BatchSplit = Literal["even", "speed"]
@@ -164,6 +165,28 @@ def _stages(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: Tr
                        stage_context(model, cluster, layout, workload, a))  # fmt: skip
 
 
+class _Parts(NamedTuple):
+    """What ``hetero_pp`` reads of one type's estimate of a layout."""
+
+    stages: tuple[StageTime, ...]
+    memory: TrainingMemory
+    microbatches: int
+
+
+def _parts(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: TrainingWorkload,
+           a: EstimateAssumptions) -> _Parts:  # fmt: skip
+    """``estimate(...)``'s stages, memory and micro-batches, by its own calls and inputs,
+    without timing the layout's pipeline on this type alone (``explorer.estimate.core``)."""
+    policy = precision_policy(workload.precision, workload.grad_dtype)
+    m = microbatch_count(layout, workload)
+    memory = training_memory(
+        model, cluster.gpu, layout, workload, a.memory,
+        domain_size=cluster.domain_size, policy=policy, microbatches=m,
+    )  # fmt: skip
+    ctx = stage_context(model, cluster, layout, workload, a, policy=policy, microbatches=m)
+    return _Parts(stage_times(model, cluster, layout, workload, a, ctx), memory, m)
+
+
 def _rank_costs(stages: tuple[StageTime, ...]) -> tuple[float, tuple[float, ...]]:
     """(cycle per block on this type, per rank the cycle beyond its blocks: the embedding, the
     head), s per micro-batch, from the stage times of a layout on one type."""
@@ -219,9 +242,11 @@ def hetero_pp(
         extra = tuple(costs[g][1][r] for r, g in enumerate(placement))
         layers = balanced_layers(model.num_hidden_layers, per_block, extra)
         layout = replace(layout, stage_layers=layers)
-        plain = [estimate(model, c, layout, workload, assumptions) for c in sized]
+        # Only the stages and memory of each type are read: its own pipeline is not timed.
+        plain = [_parts(model, c, layout, workload, assumptions) for c in sized]
     else:
-        plain = [e or estimate(model, c, layout, workload, assumptions)
+        plain = [_Parts(e.stages, e.memory, e.microbatches) if e else
+                 _parts(model, c, layout, workload, assumptions)
                  for c, e in zip(sized, given, strict=True)]  # fmt: skip
     stages = tuple(plain[g].stages[r] for r, g in enumerate(placement))
     pipe, tail = time_step(stages, layout, plain[0].microbatches, assumptions.pipeline_model)

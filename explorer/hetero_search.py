@@ -392,12 +392,12 @@ def pipeline_search(
     sized = tuple(_on(g, world) for g in merged)
     ranked_by: list[tuple[Estimate, ...]] = [()] * len(merged)  # each type's search, fastest first
     asked = [0] * len(merged)  # the K each type's search was asked for
-    evaluated, reach = 0, k
+    evaluated, reach = 0, min(PP_REACH * k, MAX_K)
     # Layouts near a type's memory often do not fit once the faster type takes more layers:
     # K doubles until ``ranked`` fit or K reaches MAX_K. A search asked for more layouts ranks
     # the fewer's first in the same order (branch and bound: its first K are the K fastest),
     # so one search of ``reach`` layouts serves the rounds up to it, each round reading its
-    # first K.
+    # first K: the rounds, and so the rows, do not depend on ``reach``, only the time does.
     while True:
         for i, c in enumerate(sized):
             if asked[i] < k and len(ranked_by[i]) == asked[i]:
@@ -422,6 +422,14 @@ def pipeline_search(
         bound_s=0.0, certain=False, searched=k, elapsed_s=time.perf_counter() - start,
         mode="pp", evaluated=evaluated,
     )  # fmt: skip
+
+
+PP_REACH = 4
+"""The first search of each type in ``pipeline_search`` ranks PP_REACH x K layouts (the rounds
+K, 2K, 4K read its first ones). A choice of speed, not of the rows: on the bench's Llama 3.1
+70B, 405B and DeepSeek-V3 mixes the rows were found at 4K, 2K and 4K (K = 20), and a search
+from scratch costs about its fixed part again (`python -m explorer.bench --only "mixed pp"`),
+so one search of 4K beats one of K then one of 2K or 4K."""
 
 
 def _pipelines(
