@@ -197,8 +197,16 @@ def mixed_search(
     for i in slow_first[:1] if split == "even" else slow_first:
         # Speed split: the harmonic bound weighs each type by n_g / last_g^2, so the fastest
         # type's K-th step must climb furthest above its best; it starts from more layouts
-        # (FAST_START x K: one search where a second, longer one was often needed).
-        run(i, math.ceil(FAST_START * k) if split == "speed" and i == slow_first[-1] else k)
+        # (FAST_START x K: one search where a second, longer one was often needed), and the
+        # slower types from SLOW_START (their best step: a type that takes twice as long per
+        # layout moves the bound a quarter as much per second its K-th step climbs).
+        if split == "even":
+            run(i, k)
+        elif i == slow_first[-1]:
+            run(i, math.ceil(FAST_START * k))
+        else:
+            run(i, SLOW_START if _weight(merged[i]) <= SLOW_WEIGHT * _weight(merged[slow_first[-1]])
+                else k)  # fmt: skip
     rows, rejected, lasts, bound, certain = settle()
     if not certain and split == "even" and len(sized) > 1:
         for i in slow_first[1:]:
@@ -208,11 +216,11 @@ def mixed_search(
     # (``_more``): the certificate is the same, only fewer searches run again.
     while not certain:
         wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
-        more = _more(merged, split, results, ks, lasts, wanted)
+        more = _more(merged, split, results, ks, lasts, wanted, k)
         if not more:
             break
-        for i, k in more.items():
-            run(i, k)
+        for i, more_k in more.items():
+            run(i, more_k)
         rows, rejected, lasts, bound, certain = settle()
     k = max(ks)
     return MixedSearch(
@@ -223,9 +231,29 @@ def mixed_search(
 
 
 FAST_START = 1.6
-"""The speed split's first K for the fastest type, times the others' (a choice of speed, not
-of the ranking: on the bench's Llama 3.1 405B and DeepSeek-V3 mixes the certificate needed
-50 and 56 of its layouts against 40 of the others')."""
+"""The speed split's first K for the fastest type, times the start K (a choice of speed, not
+of the ranking: on the bench's Llama 3.1 70B, 405B and DeepSeek-V3 mixes the certificate needed
+57, 55 and 61 of its layouts against the slower type's best alone, 29, 42 and 46 against its
+40 fastest)."""
+
+
+def _weight(g: ClusterSpec) -> float:
+    """A type's expected weight in the harmonic bound's slope, n_g / step_g^2, up to a common
+    factor: its GPUs times its dense BF16 peak squared (the step taken as inversely
+    proportional to the peak: a guess that only sets where the speed split's search starts)."""
+    return _gpus(g) * g.gpu.bf16_flops_per_s**2
+
+
+SLOW_WEIGHT = 0.25
+"""A slower type starts from SLOW_START when its ``_weight`` is at most this share of the
+fastest type's (the bench's A100s against H100s or H800s: 0.1), else from the start K (a
+choice of speed, not of the ranking)."""
+SLOW_START = 1
+"""The speed split's first K for the slower types: their best layout (a choice of speed, not
+of the ranking; a search costs its fixed part at any K, and on the bench's mixes the slower
+type's 40 fastest instead of 1 saved the fastest type 28, 13 and 15 layouts, far less time
+than the slower type's longer search took). When the bound needs more of a slower type, its
+next search ranks the start K (``_more``)."""
 EXTRAPOLATE_MARGIN = 2.0
 """How far past the extrapolated K a type's next search reaches (a guess too short costs one
 more search, one too long a slower one; a choice of speed, not of the ranking)."""
@@ -245,7 +273,7 @@ def _reach(result: SearchResult, k: int, needed_s: float) -> int:
 
 def _more(
     groups: tuple[ClusterSpec, ...], split: BatchSplit, results: list[SearchResult | None],
-    ks: list[int], lasts: dict[int, float], wanted_s: float,
+    ks: list[int], lasts: dict[int, float], wanted_s: float, start: int,
 ) -> dict[int, int]:  # fmt: skip
     """The next K of the types to search again, {} when none can rank more.
 
@@ -254,10 +282,16 @@ def _more(
     sum_h!=g n_h / last_h) (speed split: the harmonic bound solved for g). The type whose
     search is expected to get there with the fewest more layouts goes again; when none can
     alone (or fewer than ``ranked`` rows are known), every type's K doubles, as it always did.
+    A type searched for fewer than ``start`` layouts (SLOW_START) has too few steps to extend:
+    its next K is ``start``.
     """
     open_ = [i for i, k in enumerate(ks) if 0 < k < MAX_K]
+
+    def doubled(i: int) -> int:
+        return min(max(2 * ks[i], start), MAX_K)
+
     if not math.isfinite(wanted_s):
-        return {i: min(2 * ks[i], MAX_K) for i in open_}
+        return {i: doubled(i) for i in open_}
     world = sum(_gpus(g) for g in groups)
     options = []
     for i in open_:
@@ -271,10 +305,10 @@ def _more(
             if room <= 0:
                 continue  # the others' K-th steps alone keep the bound below wanted_s
             needed = _gpus(groups[i]) / room
-        k = _reach(result, ks[i], needed)
+        k = _reach(result, ks[i], needed) if ks[i] >= start else min(start, MAX_K)
         options.append((k - ks[i], i, k))
     if not options:
-        return {i: min(2 * ks[i], MAX_K) for i in open_}
+        return {i: doubled(i) for i in open_}
     _, i, k = min(options)
     return {i: k}
 

@@ -24,9 +24,9 @@ SPACE = SearchSpace(schedules=("1f1b", "interleaved"), zero_stages=(1,),
 H100, A100 = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
 
 
-def _every_mixed_step(split):
+def _every_mixed_step(split, groups=(H100, A100)):
     """Every layout of the space on either type, timed by hetero_dp, fitting ones by step."""
-    groups = merge_groups((H100, A100))
+    groups = merge_groups(groups)
     world = sum(g.gpus_per_node * g.num_nodes for g in groups)
     space = _mixed_space(SPACE, groups)
     layouts = {}
@@ -53,6 +53,25 @@ def test_the_mixed_search_top_is_the_exhaustive_top(split):
     assert found.certain and len(every) > 40  # the space holds far more than the top five
     assert [r.step_s for r in found.rows] == [s for s, _ in every[:5]]
     assert found.rows[0].layout == every[0][1]
+
+
+def test_a_slower_type_searched_for_its_best_alone_then_for_more_keeps_the_exhaustive_top(
+    monkeypatch,
+):
+    # 24 A100s to 8 H100s: the A100s weigh in the speed split's bound, so their best layout
+    # alone leaves it short and ``_more`` searches them again from the start K; forced here
+    # (the A100s would start from the start K by their weight).
+    import explorer.hetero_search as hs
+
+    monkeypatch.setattr(hs, "SLOW_WEIGHT", 10.0)
+    asked = []
+    real = hs.search
+    monkeypatch.setattr(hs, "search", lambda *a, **k: asked.append(k["ranked"]) or real(*a, **k))
+    groups = (load_cluster("dgx-a100", 3), load_cluster("hgx-h100", 1))
+    found = mixed_search(MODEL, groups, WORKLOAD, split="speed", space=SPACE, ranked=5)
+    every = _every_mixed_step("speed", groups)
+    assert asked[:2] == [1, 64] and 40 in asked[2:]  # the A100s' best, then their 40 fastest
+    assert found.certain and [r.step_s for r in found.rows] == [s for s, _ in every[:5]]
 
 
 def test_the_straggler_search_top_is_the_exhaustive_top():
