@@ -423,24 +423,41 @@ def pipeline_search(
     rows: list[MixedRow] = []
     rejected: list[tuple[Layout, str]] = []
     seen: set[Layout] = set()
+    timed: dict[Layout, _PP] = {}  # each layout on the mixed pipeline, timed once
     sized = tuple(_on(g, world) for g in merged)
     ranked_by: list[tuple[Estimate, ...]] = [()] * len(merged)  # each type's search, fastest first
     asked = [0] * len(merged)  # the K each type's search was asked for
-    evaluated, reach = 0, min(PP_REACH * k, MAX_K)
+    evaluated = 0
+
+    def run(i: int, reach: int) -> None:
+        nonlocal evaluated
+        result = search(model, sized[i], workload, num_gpus=world, space=chosen, ranked=reach,
+                        assumptions=assumptions)  # fmt: skip
+        ranked_by[i], asked[i] = result.estimates, reach
+        evaluated = max(evaluated, result.evaluated)
+
     # Layouts near a type's memory often do not fit once the faster type takes more layers:
     # K doubles until ``ranked`` fit or K reaches MAX_K. A search asked for more layouts ranks
     # the fewer's first in the same order (branch and bound: its first K are the K fastest),
     # so one search of ``reach`` layouts serves the rounds up to it, each round reading its
-    # first K: the rounds, and so the rows, do not depend on ``reach``, only the time does.
+    # first K: the rounds, and so the rows, do not depend on the K searched, only the time.
+    # The slowest type is searched first for PP_REACH x K; how many of its layouts fit the
+    # mixed pipeline round by round (timed once, kept for the rounds) sets the K the other
+    # types are searched for (``_predicted``).
+    slowest = min(range(len(sized)), key=lambda i: sized[i].gpu.bf16_flops_per_s)
+    run(slowest, min(PP_REACH * k, MAX_K))
+    others = _predicted(model, merged, workload, assumptions, ranked_by, slowest, k,
+                        asked[slowest], ranked, timed)  # fmt: skip
+    for i in range(len(sized)):
+        if i != slowest:
+            run(i, others)
+    reach = k
     while True:
-        for i, c in enumerate(sized):
+        for i in range(len(sized)):
             if asked[i] < k and len(ranked_by[i]) == asked[i]:
-                result = search(model, c, workload, num_gpus=world, space=chosen, ranked=reach,
-                                assumptions=assumptions)  # fmt: skip
-                ranked_by[i], asked[i] = result.estimates, reach
-                evaluated = max(evaluated, result.evaluated)
+                run(i, reach)
         _pipelines(model, merged, workload, assumptions, [r[:k] for r in ranked_by], ranked_by,
-                   rows, rejected, seen)  # fmt: skip
+                   rows, rejected, seen, timed)  # fmt: skip
         if len(rows) >= ranked or k >= MAX_K:
             break
         # The next search reaches the K at which as many rows as found per layout so far give
@@ -459,11 +476,62 @@ def pipeline_search(
 
 
 PP_REACH = 4
-"""The first search of each type in ``pipeline_search`` ranks PP_REACH x K layouts (the rounds
-K, 2K, 4K read its first ones). A choice of speed, not of the rows: on the bench's Llama 3.1
-70B, 405B and DeepSeek-V3 mixes the rows were found at 4K, 2K and 4K (K = 20), and a search
-from scratch costs about its fixed part again (`python -m explorer.bench --only "mixed pp"`),
-so one search of 4K beats one of K then one of 2K or 4K."""
+"""The slowest type's first search in ``pipeline_search`` ranks PP_REACH x K layouts (the
+rounds K, 2K, 4K read its first ones). A choice of speed, not of the rows: on the bench's Llama
+3.1 70B, 405B and DeepSeek-V3 mixes the rows were found at 4K, 2K and 4K (K = 20), and a search
+from scratch costs about its fixed part again, so one search of 4K beats one of K then one of
+2K or 4K."""
+PP_PREDICT = 1.5
+"""The other types' first K is the first round at which PP_PREDICT x the slowest type's
+layouts that fit the mixed pipeline reach ``ranked`` (a choice of speed, not of the rows: a
+short guess costs one more search, a long one a longer search). On the bench's Llama 3.1 70B,
+405B and DeepSeek-V3 mixes the slowest type's alone gave 3, 6, 12; 4, 12, 18; 0, 2, 6 rows at
+K, 2K, 4K (K = 20) where the union gave 3, 6, 14; 6, 14, 33; 2, 7, 16: 1.5 picks 4K, 2K, 4K,
+the rounds that ended (2 picked 2K for the 70B)."""
+
+
+def _predicted(
+    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
+    assumptions: EstimateAssumptions, ranked_by: list[tuple[Estimate, ...]], slowest: int,
+    k: int, reach: int, ranked: int, timed: dict[Layout, _PP],
+) -> int:  # fmt: skip
+    """The first round K (K, 2K, ... up to ``reach``, the K of the slowest type's search) at
+    which PP_PREDICT x the fitting layouts among the slowest type's first K reach ``ranked``,
+    else ``reach``. Each layout is timed once (``_timed_pp``, kept in ``timed``)."""
+    first = ranked_by[slowest]
+    by_type = [{e.layout: e for e in r} for r in ranked_by]
+    fitting, done = 0, 0
+    while True:
+        for e in first[done:k]:
+            found = _timed_pp(model, merged, workload, assumptions, e.layout, by_type, timed)
+            fitting += not isinstance(found, str) and found[0].fits
+        done = k
+        if PP_PREDICT * fitting >= ranked or k >= reach:
+            return min(k, reach)
+        k *= 2
+
+
+_PP = tuple[HeteroStep, tuple[int, ...]] | str
+"""A layout on the mixed pipeline: (step, placement), or why it cannot run."""
+
+
+def _timed_pp(
+    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
+    assumptions: EstimateAssumptions, layout: Layout, by_type: list[dict[Layout, Estimate]],
+    timed: dict[Layout, _PP],
+) -> _PP:  # fmt: skip
+    """``layout`` on the mixed pipeline, once per layout (``timed``). A type's estimate of it
+    is reused where that type's search ranked it (only its stages are read, as a fresh
+    estimate's: the rows do not depend on which search ranked it first)."""
+    if layout not in timed:
+        known = tuple(index.get(layout) for index in by_type)
+        try:
+            placement = contiguous_placement(merged, layout)
+            timed[layout] = (hetero_pp(model, merged, placement, layout, workload, assumptions,
+                                       known), placement)  # fmt: skip
+        except ValueError as error:
+            timed[layout] = str(error)
+    return timed[layout]
 
 
 def _pipelines(
@@ -471,22 +539,21 @@ def _pipelines(
     assumptions: EstimateAssumptions, firsts: list[tuple[Estimate, ...]],
     ranked_by: list[tuple[Estimate, ...]], rows: list[MixedRow],
     rejected: list[tuple[Layout, str]], seen: set[Layout],
+    timed: dict[Layout, _PP],
 ) -> None:  # fmt: skip
     """Time on the mixed pipeline every layout of the types' K fastest (``firsts``, type by
-    type) not seen yet; a layout's estimate on a type whose search ranked it is reused."""
+    type) not seen yet (``_timed_pp``), fitting ones as rows, the others rejected."""
     by_type = [{e.layout: e for e in r} for r in ranked_by]
     for first in firsts:
         for e in first:
             if e.layout in seen:
                 continue
             seen.add(e.layout)
-            known = tuple(index.get(e.layout) for index in by_type)
-            try:
-                placement = contiguous_placement(merged, e.layout)
-                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions, known)
-            except ValueError as error:
-                rejected.append((e.layout, str(error)))
+            found = _timed_pp(model, merged, workload, assumptions, e.layout, by_type, timed)
+            if isinstance(found, str):
+                rejected.append((e.layout, found))
                 continue
+            step, placement = found
             if not step.fits:
                 rejected.append((e.layout, "; ".join(f"needs {t.peak_bytes / GiB:.1f} GiB on "
                                  f"the {t.gpu}" for t in step.types if not t.fits)))  # fmt: skip
