@@ -15,7 +15,10 @@ with a certificate that the re-ranked top is exact:
   form of Narayanan et al. 2021 sec. 2.2) makes that harmonic mean of ``last_g`` the bound
   (a named assumption: rounding and the simulated schedules may leave it a little loose).
   When the ``ranked``-th mixed step is within that bound the top is exact;
-  otherwise K doubles (up to ``MAX_K``) and the result says when it is not certain.
+  otherwise K doubles (up to ``MAX_K``) and the result says when it is not certain. Each
+  type's K is its own: under a speed split a much slower type is first searched for its best
+  layout alone (``SLOW_START``; its last_g is then its best step), the fastest for more
+  (``FAST_START``), and ``_more`` asks more of the type that needs the fewest.
 - a straggler (``explorer.straggler``): its step with the slow part in place is at least the
   step at speed (every slowed time is scaled by 1 + slowdown >= 1), so the same certificate
   holds against the search's own K-th step; at 0% the ranking is today's.
