@@ -55,12 +55,9 @@ def test_the_mixed_search_top_is_the_exhaustive_top(split):
     assert found.rows[0].layout == every[0][1]
 
 
-def test_a_slower_type_searched_for_its_best_alone_then_for_more_keeps_the_exhaustive_top(
-    monkeypatch,
-):
-    # 24 A100s to 8 H100s: the A100s weigh in the speed split's bound, so their best layout
-    # alone leaves it short and ``_more`` searches them again from the start K; forced here
-    # (the A100s would start from the start K by their weight).
+def test_a_slower_type_searched_for_its_best_alone_keeps_the_exhaustive_top(monkeypatch):
+    # 24 A100s to 8 H100s: the A100s weigh in the speed split's bound (by their weight they
+    # would start from the start K); forced here to start from their best layout alone.
     import explorer.hetero_search as hs
 
     monkeypatch.setattr(hs, "SLOW_WEIGHT", 10.0)
@@ -70,8 +67,26 @@ def test_a_slower_type_searched_for_its_best_alone_then_for_more_keeps_the_exhau
     groups = (load_cluster("dgx-a100", 3), load_cluster("hgx-h100", 1))
     found = mixed_search(MODEL, groups, WORKLOAD, split="speed", space=SPACE, ranked=5)
     every = _every_mixed_step("speed", groups)
-    assert asked[:2] == [1, 64] and 40 in asked[2:]  # the A100s' best, then their 40 fastest
+    assert asked[:2] == [1, 64]  # the A100s' best, the H100s' 64 fastest
     assert found.certain and [r.step_s for r in found.rows] == [s for s, _ in every[:5]]
+
+
+def test_a_type_searched_for_its_best_alone_is_searched_next_from_the_start_k():
+    # Two types of 8 GPUs: the fast one's 64 steps climb 0.5 -> 1.0 s evenly, the slow one's
+    # best is 2.0 s; the 5th row takes 1.5 s, above the bound 16 / (8 / 1.0 + 8 / 2.0) = 1.333.
+    # The fast type would need a K-th step of 8 / (16 / 1.5 - 8 / 2.0) = 1.2 s: 51 more
+    # layouts at its slope (x EXTRAPOLATE_MARGIN); the slow one, searched for 1, goes to the
+    # start K of 40, 39 more: it goes again.
+    from types import SimpleNamespace
+
+    from explorer.hetero_search import _more
+
+    fast = SimpleNamespace(estimates=[SimpleNamespace(step_time_s=0.5 + 0.5 * i / 63)
+                                      for i in range(64)])  # fmt: skip
+    slow = SimpleNamespace(estimates=[SimpleNamespace(step_time_s=2.0)])
+    g = load_cluster("hgx-h100", 1)
+    more = _more((g, g), "speed", [fast, slow], [64, 1], {0: 1.0, 1: 2.0}, 1.5, 40)
+    assert more == {1: 40}
 
 
 def test_the_straggler_search_top_is_the_exhaustive_top():
