@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from explorer.estimate import (
     DEFAULT_ESTIMATE_ASSUMPTIONS,
     Estimate,
     EstimateAssumptions,
-    estimate,
     time_step,
 )
 from explorer.estimate.stages import StageTime, stage_context, stage_times
-from explorer.memory.training import microbatch_count, training_memory
+from explorer.memory.training import TrainingMemory, microbatch_count, training_memory
+from explorer.precision import precision_policy
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 
 BatchSplit = Literal["even", "speed"]
@@ -91,19 +91,55 @@ def _replicas(groups: tuple[ClusterSpec, ...], layout: Layout) -> tuple[int, ...
     return counts
 
 
-def _step(est: Estimate, microbatches: int, a: EstimateAssumptions) -> float:
-    pipe, tail = time_step(est.stages, est.layout, microbatches, a.pipeline_model)
+class _Parts(NamedTuple):
+    """What ``hetero_dp`` and ``hetero_pp`` read of one type's estimate of a layout."""
+
+    stages: tuple[StageTime, ...]
+    memory: TrainingMemory | None
+    """None where it was not asked for (``_parts``)."""
+    microbatches: int
+
+
+def _of(est: Estimate) -> _Parts:
+    return _Parts(est.stages, est.memory, est.microbatches)
+
+
+def _parts(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: TrainingWorkload,
+           a: EstimateAssumptions, memory: bool = True) -> _Parts:  # fmt: skip
+    """``estimate(...)``'s stages, memory (unless ``memory`` is False) and micro-batches, by its
+    own calls and inputs, without timing the layout's pipeline on this type alone
+    (``explorer.estimate.core``)."""
+    policy = precision_policy(workload.precision, workload.grad_dtype)
+    m = microbatch_count(layout, workload)
+    bytes_ = _memory(model, cluster, layout, workload, a) if memory else None
+    ctx = stage_context(model, cluster, layout, workload, a, policy=policy, microbatches=m)
+    return _Parts(stage_times(model, cluster, layout, workload, a, ctx), bytes_, m)
+
+
+def _memory(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: TrainingWorkload,
+            a: EstimateAssumptions) -> TrainingMemory:  # fmt: skip
+    """``estimate(...)``'s own memory call."""
+    return training_memory(
+        model, cluster.gpu, layout, workload, a.memory, domain_size=cluster.domain_size,
+        policy=precision_policy(workload.precision, workload.grad_dtype),
+        microbatches=microbatch_count(layout, workload),
+    )  # fmt: skip
+
+
+def _step(est: _Parts, layout: Layout, microbatches: int, a: EstimateAssumptions) -> float:
+    pipe, tail = time_step(est.stages, layout, microbatches, a.pipeline_model)
     return pipe.makespan_s + tail
 
 
 def _speed_counts(
-    ests: list[Estimate], replicas: tuple[int, ...], total: int, a: EstimateAssumptions
-) -> tuple[int, ...]:
+    ests: list[_Parts], layout: Layout, replicas: tuple[int, ...], total: int,
+    a: EstimateAssumptions,
+) -> tuple[int, ...]:  # fmt: skip
     """Most micro-batches on one replica of each type: the ``total`` over all replicas split in
     proportion to each type's speed, micro-batches per second of one replica at the even count
     (m / its even step), as integers with the least slowest count / speed (min-max
     water-filling); a type's replicas differ by at most one. Two pipeline timings per type."""
-    speeds = [e.microbatches / _step(e, e.microbatches, a) if r else 0.0
+    speeds = [e.microbatches / _step(e, layout, e.microbatches, a) if r else 0.0
               for e, r in zip(ests, replicas, strict=True)]  # fmt: skip
     weight = sum(r * v for r, v in zip(replicas, speeds, strict=True))
     sums = [max(r, math.floor(total * r * v / weight)) if r else 0
@@ -135,25 +171,29 @@ def hetero_dp(
     replicas = _replicas(groups, layout)
     m = microbatch_count(layout, workload)
     given = known or (None,) * len(groups)
-    ests = [e or estimate(model, _on(g, layout.world_size), layout, workload, assumptions)
+    # A type not estimated yet: the estimate's stages, and its memory at the even count only
+    # where that count is kept (a speed split checks memory at each type's own count).
+    ests = [_of(e) if e else _parts(model, _on(g, layout.world_size), layout, workload,
+                                    assumptions, memory=split == "even")
             for g, e in zip(groups, given, strict=True)]  # fmt: skip
     counts = (m,) * len(groups)
     if split == "speed":
-        counts = _speed_counts(ests, replicas, m * layout.dp, assumptions)
+        counts = _speed_counts(ests, layout, replicas, m * layout.dp, assumptions)
     types = []
     for g, est, r, k in zip(groups, ests, replicas, counts, strict=True):
-        share = replace(workload, global_batch_size=k * layout.dp * layout.micro_batch_size)
         sized = _on(g, layout.world_size)  # the estimate's own memory call, at k micro-batches
-        memory = (
-            est.memory
-            if k == m
-            else training_memory(
+        memory = est.memory
+        if k == m and memory is None:
+            memory = _memory(model, sized, layout, workload, assumptions)
+        elif k != m:
+            share = replace(workload, global_batch_size=k * layout.dp * layout.micro_batch_size)
+            memory = training_memory(
                 model, sized.gpu, layout, share, assumptions.memory, domain_size=sized.domain_size
             )
-        )
+        assert memory is not None
         types.append(TypeStep(gpu=g.gpu.name, replicas=r, microbatches=k,
-                              step_s=_step(est, k, assumptions), peak_bytes=memory.peak_bytes,
-                              fits=memory.fits))  # fmt: skip
+                              step_s=_step(est, layout, k, assumptions),
+                              peak_bytes=memory.peak_bytes, fits=memory.fits))  # fmt: skip
     return HeteroStep(step_s=max(t.step_s for t in types if t.replicas), types=tuple(types))
 
 
@@ -219,15 +259,17 @@ def hetero_pp(
         extra = tuple(costs[g][1][r] for r, g in enumerate(placement))
         layers = balanced_layers(model.num_hidden_layers, per_block, extra)
         layout = replace(layout, stage_layers=layers)
-        plain = [estimate(model, c, layout, workload, assumptions) for c in sized]
+        # Only the stages and memory of each type are read: its own pipeline is not timed.
+        plain = [_parts(model, c, layout, workload, assumptions) for c in sized]
     else:
-        plain = [e or estimate(model, c, layout, workload, assumptions)
+        plain = [_of(e) if e else _parts(model, c, layout, workload, assumptions)
                  for c, e in zip(sized, given, strict=True)]  # fmt: skip
     stages = tuple(plain[g].stages[r] for r, g in enumerate(placement))
     pipe, tail = time_step(stages, layout, plain[0].microbatches, assumptions.pipeline_model)
     types = []
     for i, (g, est) in enumerate(zip(groups, plain, strict=True)):
         ranks = [r for r, p in enumerate(placement) if p == i]
+        assert est.memory is not None  # _parts asked for it
         peak = max((est.memory.stages[r].total_bytes for r in ranks), default=0.0)
         types.append(TypeStep(gpu=g.gpu.name, replicas=len(ranks), microbatches=est.microbatches,
                               step_s=pipe.makespan_s + tail, peak_bytes=peak,

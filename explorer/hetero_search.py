@@ -15,7 +15,10 @@ with a certificate that the re-ranked top is exact:
   form of Narayanan et al. 2021 sec. 2.2) makes that harmonic mean of ``last_g`` the bound
   (a named assumption: rounding and the simulated schedules may leave it a little loose).
   When the ``ranked``-th mixed step is within that bound the top is exact;
-  otherwise K doubles (up to ``MAX_K``) and the result says when it is not certain.
+  otherwise K doubles (up to ``MAX_K``) and the result says when it is not certain. Each
+  type's K is its own: under a speed split a much slower type is first searched for its best
+  layout alone (``SLOW_START``; its last_g is then its best step), the fastest for more
+  (``FAST_START``), and ``_more`` asks more of the type that needs the fewest.
 - a straggler (``explorer.straggler``): its step with the slow part in place is at least the
   step at speed (every slowed time is scaled by 1 + slowdown >= 1), so the same certificate
   holds against the search's own K-th step; at 0% the ranking is today's.
@@ -197,8 +200,16 @@ def mixed_search(
     for i in slow_first[:1] if split == "even" else slow_first:
         # Speed split: the harmonic bound weighs each type by n_g / last_g^2, so the fastest
         # type's K-th step must climb furthest above its best; it starts from more layouts
-        # (FAST_START x K: one search where a second, longer one was often needed).
-        run(i, math.ceil(FAST_START * k) if split == "speed" and i == slow_first[-1] else k)
+        # (FAST_START x K: one search where a second, longer one was often needed), and the
+        # slower types from SLOW_START (their best step: a type that takes twice as long per
+        # layout moves the bound a quarter as much per second its K-th step climbs).
+        if split == "even":
+            run(i, k)
+        elif i == slow_first[-1]:
+            run(i, math.ceil(FAST_START * k))
+        else:
+            run(i, SLOW_START if _weight(merged[i]) <= SLOW_WEIGHT * _weight(merged[slow_first[-1]])
+                else k)  # fmt: skip
     rows, rejected, lasts, bound, certain = settle()
     if not certain and split == "even" and len(sized) > 1:
         for i in slow_first[1:]:
@@ -208,11 +219,11 @@ def mixed_search(
     # (``_more``): the certificate is the same, only fewer searches run again.
     while not certain:
         wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
-        more = _more(merged, split, results, ks, lasts, wanted)
+        more = _more(merged, split, results, ks, lasts, wanted, k)
         if not more:
             break
-        for i, k in more.items():
-            run(i, k)
+        for i, more_k in more.items():
+            run(i, more_k)
         rows, rejected, lasts, bound, certain = settle()
     k = max(ks)
     return MixedSearch(
@@ -223,9 +234,29 @@ def mixed_search(
 
 
 FAST_START = 1.6
-"""The speed split's first K for the fastest type, times the others' (a choice of speed, not
-of the ranking: on the bench's Llama 3.1 405B and DeepSeek-V3 mixes the certificate needed
-50 and 56 of its layouts against 40 of the others')."""
+"""The speed split's first K for the fastest type, times the start K (a choice of speed, not
+of the ranking: on the bench's Llama 3.1 70B, 405B and DeepSeek-V3 mixes the certificate needed
+57, 55 and 61 of its layouts against the slower type's best alone, 29, 42 and 46 against its
+40 fastest)."""
+
+
+def _weight(g: ClusterSpec) -> float:
+    """A type's expected weight in the harmonic bound's slope, n_g / step_g^2, up to a common
+    factor: its GPUs times its dense BF16 peak squared (the step taken as inversely
+    proportional to the peak: a guess that only sets where the speed split's search starts)."""
+    return _gpus(g) * g.gpu.bf16_flops_per_s**2
+
+
+SLOW_WEIGHT = 0.25
+"""A slower type starts from SLOW_START when its ``_weight`` is at most this share of the
+fastest type's (the bench's A100s against H100s or H800s: 0.1), else from the start K (a
+choice of speed, not of the ranking)."""
+SLOW_START = 1
+"""The speed split's first K for the slower types: their best layout (a choice of speed, not
+of the ranking; a search costs its fixed part at any K, and on the bench's mixes the slower
+type's 40 fastest instead of 1 saved the fastest type 28, 13 and 15 layouts, far less time
+than the slower type's longer search took). When the bound needs more of a slower type, its
+next search ranks the start K (``_more``)."""
 EXTRAPOLATE_MARGIN = 2.0
 """How far past the extrapolated K a type's next search reaches (a guess too short costs one
 more search, one too long a slower one; a choice of speed, not of the ranking)."""
@@ -245,7 +276,7 @@ def _reach(result: SearchResult, k: int, needed_s: float) -> int:
 
 def _more(
     groups: tuple[ClusterSpec, ...], split: BatchSplit, results: list[SearchResult | None],
-    ks: list[int], lasts: dict[int, float], wanted_s: float,
+    ks: list[int], lasts: dict[int, float], wanted_s: float, start: int,
 ) -> dict[int, int]:  # fmt: skip
     """The next K of the types to search again, {} when none can rank more.
 
@@ -254,10 +285,16 @@ def _more(
     sum_h!=g n_h / last_h) (speed split: the harmonic bound solved for g). The type whose
     search is expected to get there with the fewest more layouts goes again; when none can
     alone (or fewer than ``ranked`` rows are known), every type's K doubles, as it always did.
+    A type searched for fewer than ``start`` layouts (SLOW_START) has too few steps to extend:
+    its next K is ``start``.
     """
     open_ = [i for i, k in enumerate(ks) if 0 < k < MAX_K]
+
+    def doubled(i: int) -> int:
+        return min(max(2 * ks[i], start), MAX_K)
+
     if not math.isfinite(wanted_s):
-        return {i: min(2 * ks[i], MAX_K) for i in open_}
+        return {i: doubled(i) for i in open_}
     world = sum(_gpus(g) for g in groups)
     options = []
     for i in open_:
@@ -271,10 +308,10 @@ def _more(
             if room <= 0:
                 continue  # the others' K-th steps alone keep the bound below wanted_s
             needed = _gpus(groups[i]) / room
-        k = _reach(result, ks[i], needed)
+        k = _reach(result, ks[i], needed) if ks[i] >= start else min(start, MAX_K)
         options.append((k - ks[i], i, k))
     if not options:
-        return {i: min(2 * ks[i], MAX_K) for i in open_}
+        return {i: doubled(i) for i in open_}
     _, i, k = min(options)
     return {i: k}
 
@@ -389,24 +426,41 @@ def pipeline_search(
     rows: list[MixedRow] = []
     rejected: list[tuple[Layout, str]] = []
     seen: set[Layout] = set()
+    timed: dict[Layout, _PP] = {}  # each layout on the mixed pipeline, timed once
     sized = tuple(_on(g, world) for g in merged)
     ranked_by: list[tuple[Estimate, ...]] = [()] * len(merged)  # each type's search, fastest first
     asked = [0] * len(merged)  # the K each type's search was asked for
-    evaluated, reach = 0, k
+    evaluated = 0
+
+    def run(i: int, reach: int) -> None:
+        nonlocal evaluated
+        result = search(model, sized[i], workload, num_gpus=world, space=chosen, ranked=reach,
+                        assumptions=assumptions)  # fmt: skip
+        ranked_by[i], asked[i] = result.estimates, reach
+        evaluated = max(evaluated, result.evaluated)
+
     # Layouts near a type's memory often do not fit once the faster type takes more layers:
     # K doubles until ``ranked`` fit or K reaches MAX_K. A search asked for more layouts ranks
     # the fewer's first in the same order (branch and bound: its first K are the K fastest),
     # so one search of ``reach`` layouts serves the rounds up to it, each round reading its
-    # first K.
+    # first K: the rounds, and so the rows, do not depend on the K searched, only the time.
+    # The slowest type is searched first for PP_REACH x K; how many of its layouts fit the
+    # mixed pipeline round by round (timed once, kept for the rounds) sets the K the other
+    # types are searched for (``_predicted``).
+    slowest = min(range(len(sized)), key=lambda i: sized[i].gpu.bf16_flops_per_s)
+    run(slowest, min(PP_REACH * k, MAX_K))
+    others = _predicted(model, merged, workload, assumptions, ranked_by, slowest, k,
+                        asked[slowest], ranked, timed)  # fmt: skip
+    for i in range(len(sized)):
+        if i != slowest:
+            run(i, others)
+    reach = k
     while True:
-        for i, c in enumerate(sized):
+        for i in range(len(sized)):
             if asked[i] < k and len(ranked_by[i]) == asked[i]:
-                result = search(model, c, workload, num_gpus=world, space=chosen, ranked=reach,
-                                assumptions=assumptions)  # fmt: skip
-                ranked_by[i], asked[i] = result.estimates, reach
-                evaluated = max(evaluated, result.evaluated)
+                run(i, reach)
         _pipelines(model, merged, workload, assumptions, [r[:k] for r in ranked_by], ranked_by,
-                   rows, rejected, seen)  # fmt: skip
+                   rows, rejected, seen, timed)  # fmt: skip
         if len(rows) >= ranked or k >= MAX_K:
             break
         # The next search reaches the K at which as many rows as found per layout so far give
@@ -424,27 +478,85 @@ def pipeline_search(
     )  # fmt: skip
 
 
+PP_REACH = 4
+"""The slowest type's first search in ``pipeline_search`` ranks PP_REACH x K layouts (the
+rounds K, 2K, 4K read its first ones). A choice of speed, not of the rows: on the bench's Llama
+3.1 70B, 405B and DeepSeek-V3 mixes the rows were found at 4K, 2K and 4K (K = 20), and a search
+from scratch costs about its fixed part again, so one search of 4K beats one of K then one of
+2K or 4K."""
+PP_PREDICT = 1.5
+"""The other types' first K is the first round at which PP_PREDICT x the slowest type's
+layouts that fit the mixed pipeline reach ``ranked`` (a choice of speed, not of the rows: a
+short guess costs one more search, a long one a longer search). On the bench's Llama 3.1 70B,
+405B and DeepSeek-V3 mixes the slowest type's alone gave 3, 6, 12; 4, 12, 18; 0, 2, 6 rows at
+K, 2K, 4K (K = 20) where the union gave 3, 6, 14; 6, 14, 33; 2, 7, 16: 1.5 picks 4K, 2K, 4K,
+the rounds that ended (2 picked 2K for the 70B)."""
+
+
+def _predicted(
+    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
+    assumptions: EstimateAssumptions, ranked_by: list[tuple[Estimate, ...]], slowest: int,
+    k: int, reach: int, ranked: int, timed: dict[Layout, _PP],
+) -> int:  # fmt: skip
+    """The first round K (K, 2K, ... up to ``reach``, the K of the slowest type's search) at
+    which PP_PREDICT x the fitting layouts among the slowest type's first K reach ``ranked``,
+    else ``reach``. Each layout is timed once (``_timed_pp``, kept in ``timed``)."""
+    first = ranked_by[slowest]
+    by_type = [{e.layout: e for e in r} for r in ranked_by]
+    fitting, done = 0, 0
+    while True:
+        for e in first[done:k]:
+            found = _timed_pp(model, merged, workload, assumptions, e.layout, by_type, timed)
+            fitting += not isinstance(found, str) and found[0].fits
+        done = k
+        if PP_PREDICT * fitting >= ranked or k >= reach:
+            return min(k, reach)
+        k *= 2
+
+
+_PP = tuple[HeteroStep, tuple[int, ...]] | str
+"""A layout on the mixed pipeline: (step, placement), or why it cannot run."""
+
+
+def _timed_pp(
+    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
+    assumptions: EstimateAssumptions, layout: Layout, by_type: list[dict[Layout, Estimate]],
+    timed: dict[Layout, _PP],
+) -> _PP:  # fmt: skip
+    """``layout`` on the mixed pipeline, once per layout (``timed``). A type's estimate of it
+    is reused where that type's search ranked it (only its stages are read, as a fresh
+    estimate's: the rows do not depend on which search ranked it first)."""
+    if layout not in timed:
+        known = tuple(index.get(layout) for index in by_type)
+        try:
+            placement = contiguous_placement(merged, layout)
+            timed[layout] = (hetero_pp(model, merged, placement, layout, workload, assumptions,
+                                       known), placement)  # fmt: skip
+        except ValueError as error:
+            timed[layout] = str(error)
+    return timed[layout]
+
+
 def _pipelines(
     model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
     assumptions: EstimateAssumptions, firsts: list[tuple[Estimate, ...]],
     ranked_by: list[tuple[Estimate, ...]], rows: list[MixedRow],
     rejected: list[tuple[Layout, str]], seen: set[Layout],
+    timed: dict[Layout, _PP],
 ) -> None:  # fmt: skip
     """Time on the mixed pipeline every layout of the types' K fastest (``firsts``, type by
-    type) not seen yet; a layout's estimate on a type whose search ranked it is reused."""
+    type) not seen yet (``_timed_pp``), fitting ones as rows, the others rejected."""
     by_type = [{e.layout: e for e in r} for r in ranked_by]
     for first in firsts:
         for e in first:
             if e.layout in seen:
                 continue
             seen.add(e.layout)
-            known = tuple(index.get(e.layout) for index in by_type)
-            try:
-                placement = contiguous_placement(merged, e.layout)
-                step = hetero_pp(model, merged, placement, e.layout, workload, assumptions, known)
-            except ValueError as error:
-                rejected.append((e.layout, str(error)))
+            found = _timed_pp(model, merged, workload, assumptions, e.layout, by_type, timed)
+            if isinstance(found, str):
+                rejected.append((e.layout, found))
                 continue
+            step, placement = found
             if not step.fits:
                 rejected.append((e.layout, "; ".join(f"needs {t.peak_bytes / GiB:.1f} GiB on "
                                  f"the {t.gpu}" for t in step.types if not t.fits)))  # fmt: skip

@@ -68,6 +68,30 @@ def test_pipeline_ranks_on_a_slower_type_get_fewer_layers_and_memory_is_checked_
     assert [t.fits for t in tight.types] == [True, False] and not tight.fits
 
 
+def _per_type_estimates(groups, placement, layers, layout):
+    """A mixed pipeline the long way: the balanced layout's full estimate on every type, each
+    rank's stage from its own type, the schedule timed on those stages, peaks per type."""
+    from explorer.estimate import time_step
+    from explorer.hetero import _on
+
+    split = replace(layout, stage_layers=layers)
+    ests = [estimate(MODEL, _on(g, split.world_size), split, WORKLOAD) for g in groups]
+    stages = tuple(ests[g].stages[r] for r, g in enumerate(placement))
+    pipe, tail = time_step(stages, split, ests[0].microbatches)
+    peaks = [max(ests[i].memory.stages[r].total_bytes for r, g in enumerate(placement) if g == i)
+             for i in range(len(groups))]  # fmt: skip
+    return pipe.makespan_s + tail, peaks
+
+
+def test_a_mixed_pipeline_equals_each_types_full_estimate_of_its_ranks():
+    # hetero_pp reads each type's stages and memory without timing the type's own pipeline.
+    h, a = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
+    mixed = hetero_pp(MODEL, (h, a), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
+    assert mixed.stage_layers is not None
+    step, peaks = _per_type_estimates((h, a), (0, 0, 1, 1), mixed.stage_layers, PP_LAYOUT)
+    assert mixed.step_s == step and [t.peak_bytes for t in mixed.types] == peaks
+
+
 def test_groups_that_do_not_hold_the_replicas_are_refused():
     with pytest.raises(ValueError, match="do not hold dp = 2 replicas"):
         hetero_dp(MODEL, (H100, load_cluster("dgx-a100", 2)), DP_LAYOUT, WORKLOAD)

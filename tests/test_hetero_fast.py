@@ -24,9 +24,9 @@ SPACE = SearchSpace(schedules=("1f1b", "interleaved"), zero_stages=(1,),
 H100, A100 = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
 
 
-def _every_mixed_step(split):
+def _every_mixed_step(split, groups=(H100, A100)):
     """Every layout of the space on either type, timed by hetero_dp, fitting ones by step."""
-    groups = merge_groups((H100, A100))
+    groups = merge_groups(groups)
     world = sum(g.gpus_per_node * g.num_nodes for g in groups)
     space = _mixed_space(SPACE, groups)
     layouts = {}
@@ -53,6 +53,40 @@ def test_the_mixed_search_top_is_the_exhaustive_top(split):
     assert found.certain and len(every) > 40  # the space holds far more than the top five
     assert [r.step_s for r in found.rows] == [s for s, _ in every[:5]]
     assert found.rows[0].layout == every[0][1]
+
+
+def test_a_slower_type_searched_for_its_best_alone_keeps_the_exhaustive_top(monkeypatch):
+    # 24 A100s to 8 H100s: the A100s weigh in the speed split's bound (by their weight they
+    # would start from the start K); forced here to start from their best layout alone.
+    import explorer.hetero_search as hs
+
+    monkeypatch.setattr(hs, "SLOW_WEIGHT", 10.0)
+    asked = []
+    real = hs.search
+    monkeypatch.setattr(hs, "search", lambda *a, **k: asked.append(k["ranked"]) or real(*a, **k))
+    groups = (load_cluster("dgx-a100", 3), load_cluster("hgx-h100", 1))
+    found = mixed_search(MODEL, groups, WORKLOAD, split="speed", space=SPACE, ranked=5)
+    every = _every_mixed_step("speed", groups)
+    assert asked[:2] == [1, 64]  # the A100s' best, the H100s' 64 fastest
+    assert found.certain and [r.step_s for r in found.rows] == [s for s, _ in every[:5]]
+
+
+def test_a_type_searched_for_its_best_alone_is_searched_next_from_the_start_k():
+    # Two types of 8 GPUs: the fast one's 64 steps climb 0.5 -> 1.0 s evenly, the slow one's
+    # best is 2.0 s; the 5th row takes 1.5 s, above the bound 16 / (8 / 1.0 + 8 / 2.0) = 1.333.
+    # The fast type would need a K-th step of 8 / (16 / 1.5 - 8 / 2.0) = 1.2 s: 51 more
+    # layouts at its slope (x EXTRAPOLATE_MARGIN); the slow one, searched for 1, goes to the
+    # start K of 40, 39 more: it goes again.
+    from types import SimpleNamespace
+
+    from explorer.hetero_search import _more
+
+    fast = SimpleNamespace(estimates=[SimpleNamespace(step_time_s=0.5 + 0.5 * i / 63)
+                                      for i in range(64)])  # fmt: skip
+    slow = SimpleNamespace(estimates=[SimpleNamespace(step_time_s=2.0)])
+    g = load_cluster("hgx-h100", 1)
+    more = _more((g, g), "speed", [fast, slow], [64, 1], {0: 1.0, 1: 2.0}, 1.5, 40)
+    assert more == {1: 40}
 
 
 def test_the_straggler_search_top_is_the_exhaustive_top():

@@ -114,6 +114,28 @@ def test_a_pipeline_across_types_gives_the_faster_type_more_layers_and_is_hetero
     assert [r.layout for r in one.rows] == [e.layout for e in today.estimates] and one.certain
 
 
+@pytest.mark.parametrize(("reach", "predict"), [(1, 1.5), (4, 0.01), (4, 100.0), (8, 1.5)])
+def test_the_pipeline_rows_do_not_depend_on_how_far_each_type_is_searched(
+    monkeypatch, reach, predict
+):
+    # The rounds read each type's first K of a search asked for as many or more: PP_REACH and
+    # PP_PREDICT only set how long the searches are, never which layouts a round reads.
+    import explorer.hetero_search as hs
+
+    # Llama 3.1 70B on 16 + 16 GPUs: few layouts fit the mixed pipeline, so asking for 10 runs
+    # more than one round (K = 20, 40, ...).
+    big, space = load_model("llama-3.1-70b"), replace(SPACE, micro_batch_sizes=(1, 2),
+                                                      zero_stages=(0, 1))  # fmt: skip
+    today = pipeline_search(big, (H100, A100), WORKLOAD, space=space, ranked=10)
+    monkeypatch.setattr(hs, "PP_REACH", reach)
+    monkeypatch.setattr(hs, "PP_PREDICT", predict)
+    other = pipeline_search(big, (H100, A100), WORKLOAD, space=space, ranked=10)
+    assert today.searched > 20 and today.rows
+    assert [(r.layout, r.step_s, r.hetero) for r in other.rows] == [
+        (r.layout, r.step_s, r.hetero) for r in today.rows]  # fmt: skip
+    assert other.rejected == today.rejected and other.searched == today.searched
+
+
 def test_a_placement_the_groups_cannot_hold_is_one_sentence():
     from explorer.specs import Layout
 

@@ -125,3 +125,20 @@ def test_more_microbatches_add_one_steady_iteration_per_stage(name, stages, micr
         assert more == kinds[: first + period] + kinds[first:]
         steady = "".join(k for k, _ in kinds[first : first + period])
         assert steady == PATTERNS[name]
+
+
+@pytest.mark.parametrize("name", ["zb-h1", "zb-v", "dualpipev", "dualpipe"])
+def test_steps_of_one_times_and_many_counts_share_the_short_step_and_match_the_simulator(name):
+    # The speed split and the uneven batch time one stage-times at many micro-batch counts: the
+    # shorter step they are extrapolated from is simulated once (cached) and serves them all.
+    from explorer.schedules.periodic import _short
+
+    times = _times("ends", 8, seed=3)
+    _short.cache_clear()
+    counts = (200, 96, 300, 202)  # even (DualPipe), each past the first shorter step tried
+    timed = [step_time(name, 8, m, 1, times) for m in counts]
+    assert _short.cache_info().misses == 1 and _short.cache_info().hits == len(counts) - 1
+    for m, t in zip(counts, timed, strict=True):
+        timeline = simulate(build_schedule(name, 8, m), times)
+        assert t.makespan_s == pytest.approx(timeline.makespan_s, rel=EXTRAPOLATED)
+        assert t.busy_s == pytest.approx(timeline.busy_s, rel=EXTRAPOLATED)

@@ -191,27 +191,49 @@ def _full(
     return compiled, end, busy
 
 
+class _Settled(NamedTuple):
+    """A shorter step whose steady state settled: what a longer step is extrapolated from."""
+
+    makespan_s: float
+    busy_s: np.ndarray
+    step_s: float
+    """lambda: how much later each further iteration ends, s."""
+    per_iteration_s: np.ndarray
+    """Compute time of one iteration on each stage, s."""
+
+
+@lru_cache(maxsize=4096)
+def _short(name: ScheduleName, stages: int, short: int, times: StageTimes) -> _Settled | None:
+    """The step of ``short`` micro-batches simulated in full, if its steady state settles
+    (cached: every longer step with the same ``times`` is extrapolated from it, as the speed
+    split's and the uneven batch's micro-batch counts are)."""
+    steady = _steady(name, stages, short)
+    if steady is None:  # too few iterations to settle within
+        return None
+    _, end, busy = _full(name, stages, short, 1, times)
+    found = _settled_at(steady, end)
+    if found is None:
+        return None
+    durations = np.array(position_durations(steady.compiled, times)[0])
+    rows = steady.first[:, None] + SHAPES[name][0] * steady.settled + np.arange(SHAPES[name][0])
+    return _Settled(float(end.max()), busy, found[1], durations[rows].sum(axis=1))
+
+
 def extrapolated(
     name: ScheduleName, stages: int, microbatches: int, times: StageTimes
 ) -> StepTime | None:
     """The step from a shorter one whose steady state settles, or None (module docstring)."""
-    period, delta = SHAPES[name]
+    delta = SHAPES[name][1]
     least = stages if name in ("1f1b", "zb-h1") else 2 * stages  # warm-up and cool-down as M
     for extra in tries(stages):
         short = least + delta * extra
         if short >= microbatches:
             return None
-        steady = _steady(name, stages, short)
-        if steady is None:  # too few iterations to settle within
-            continue
-        _, end, busy = _full(name, stages, short, 1, times)
-        found = _settled_at(steady, end)
+        found = _short(name, stages, short, times)
         if found is not None:
-            n, step = (microbatches - short) // delta, found[1]
-            durations = np.array(position_durations(steady.compiled, times)[0])
-            rows = steady.first[:, None] + period * steady.settled + np.arange(period)
-            per_iteration = durations[rows].sum(axis=1)
-            return StepTime(float(end.max() + n * step), tuple((busy + n * per_iteration).tolist()))
+            n = (microbatches - short) // delta
+            busy = found.busy_s + n * found.per_iteration_s
+            return StepTime(found.makespan_s + n * found.step_s, tuple(busy.tolist()))
     return None
 
 
