@@ -39,12 +39,12 @@ from explorer.estimate import EstimateAssumptions
 from explorer.estimate.pipeline import bottleneck_makespan_s
 from explorer.estimate.stages import parts
 from explorer.memory.training import microbatch_count
-from explorer.mesh import LEAF, Candidate, Problem, to_layout, valid_pipelines
+from explorer.mesh import LEAF, Candidate, Problem, valid_pipelines
 from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, dualpipe_possible, exposed_s
 from explorer.search.floor import MemoryFloor
-from explorer.search.reads import PASS_TIMES
+from explorer.search.reads import PASS_TIMES, candidate_layout, layout_of
 from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
 from explorer.specs import RECOMPUTES, V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 
@@ -129,7 +129,7 @@ class Bounds:
         and one block of each kind, the embedding and the head (cached)."""
         key = (tp, cp, ep, etp, mbs, rc)
         if key not in self._units:
-            layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs, recompute=rc)
+            layout = layout_of(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs, recompute=rc)
             compute = self.ctx.compute(layout)
             blocks = {
                 moe: pass_times(self.ctx.work((i,), False, False), compute)
@@ -170,7 +170,7 @@ class Bounds:
                 "zb-v" if vshape else
                 "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
             )  # fmt: skip
-            layout = Layout(pp=pp, virtual_stages=virtual, schedule=name)
+            layout = layout_of(pp=pp, virtual_stages=virtual, schedule=name)
             mixes = [
                 (p.num_dense_layers, p.num_moe_layers, int(p.has_embedding), int(p.has_head))
                 for p in pipeline_plan(self.p.model, layout)
@@ -341,7 +341,7 @@ class Bounds:
         key = c._replace(zero=0, schedule="1f1b" if same else c.schedule)
         found = self._parts.get(key)
         if found is None:
-            layout = to_layout(key)
+            layout = candidate_layout(key)
             works = [self.ctx.work(*part) for part in parts(self.p.model, layout)]
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
             fields = PASS_TIMES.key(layout)  # what pass_times reads (explorer.search.reads)
@@ -375,7 +375,7 @@ class Bounds:
         times = self._part_data(c).times
         stages = [c.zero] if c.zero is not None else self.p.space.zero_stages
         tail = min(t for _, _, t in self._costs(c, stages))
-        return SAFETY * (self._pipelined_s(to_layout(c._replace(zero=0)), times) + tail)
+        return SAFETY * (self._pipelined_s(candidate_layout(c._replace(zero=0)), times) + tail)
 
     # ------------------------------------------------------------------ tier 4
 
@@ -385,7 +385,7 @@ class Bounds:
         Tier 2's part times plus data-parallel collectives, and the slowest rank's tail
         (DualPipe ranks hold two parts). Source: explorer.estimate.core.estimate.
         """
-        data, layout = self._part_data(c), to_layout(c)
+        data, layout = self._part_data(c), candidate_layout(c)
         comm, compute = self.ctx.comm(layout), self.ctx.compute(layout)
         full = []
         for work, passes, (f, b, w) in data.distinct:

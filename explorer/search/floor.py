@@ -33,7 +33,7 @@ from explorer.mesh import Candidate, Problem, expert_data_parallel
 from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
-from explorer.search.reads import STAGE_PARAMS
+from explorer.search.reads import STAGE_PARAMS, layout_of
 from explorer.specs import V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
 
@@ -112,11 +112,11 @@ class MemoryFloor:
         key = (c.tp, c.pp, c.ep or 1, c.etp or 1, dualpipe)
         if key not in self._held:
             name: ScheduleName = "dualpipe" if dualpipe else "1f1b"
-            layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], schedule=name)
-            total = HeldParams()
+            layout = layout_of(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], schedule=name)
+            dense = expert = 0.0  # HeldParams.__add__'s sums, without an object per rank
             for _, held in self._plans(layout):
-                total = total + held
-            self._held[key] = total * (1 / c.pp)
+                dense, expert = dense + held.dense, expert + held.expert
+            self._held[key] = HeldParams(dense, expert) * (1 / c.pp)
         return self._held[key]
 
     def _fixed(self, c: Candidate) -> float:
@@ -124,7 +124,7 @@ class MemoryFloor:
         degrees; explorer.memory.setting.nccl_parts reads only those)."""
         dims = MeshDims.of(c)  # the whole input of the layout nccl_parts is given
         if dims not in self._fixed_cache:
-            layout = Layout(**dims._asdict())
+            layout = layout_of(**dims._asdict())
             buffers = nccl_parts(self.p.model, layout, self.a.memory, dims.edp)
             self._fixed_cache[dims] = self.fixed + sum(size for _, size in buffers)
         return self._fixed_cache[dims]
@@ -152,8 +152,8 @@ class MemoryFloor:
                 "zb-v" if vshape else
                 "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
             )  # fmt: skip
-            layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
-                            schedule=name)  # fmt: skip
+            layout = layout_of(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
+                               schedule=name)  # fmt: skip
             fullest: dict[_Rank, int] = {}
             for r, (plan, held) in enumerate(self._plans(layout)):
                 rank = _Rank(held, plan.num_dense_layers, plan.num_moe_layers, plan.copies)
