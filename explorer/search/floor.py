@@ -221,13 +221,16 @@ class MemoryFloor:
         vshape = variant[0] in V_SHAPED and c.pp > 1
         dense, moe = self._block_bytes(c, rc)
         count = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
-
-        def held(r: int) -> float:
-            return min(c.pp, count, (count + 1 + r) / 2) if vshape else min(count, c.pp - r)
-
+        pp, ranks = c.pp, self._ranks(c, variant[1], dualpipe, vshape)
+        if vshape:
+            return [
+                min(pp, count, (count + 1 + r) / 2) * (rank.dense * dense + rank.moe * moe)
+                / rank.copies
+                for r, rank in ranks
+            ]  # fmt: skip
         return [
-            held(r) * (rank.dense * dense + rank.moe * moe) / rank.copies
-            for r, rank in self._ranks(c, variant[1], dualpipe, vshape)
+            min(count, pp - r) * (rank.dense * dense + rank.moe * moe) / rank.copies
+            for r, rank in ranks
         ]
 
     def _first(

@@ -106,7 +106,7 @@ class View:
     def key(self, layout: Layout | Shape) -> tuple[object, ...]:
         """What the function sees of ``layout``: equal keys, equal results."""
         got: tuple[object, ...] = self._get(layout)
-        return (*got, *(d(layout) for d in self.derived)) if self.derived else got
+        return got + tuple([d(layout) for d in self.derived]) if self.derived else got
 
 
 PASS_TIMES = View(
