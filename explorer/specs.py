@@ -336,7 +336,11 @@ class ModelSpec:
 
     @property
     def num_moe_layers(self) -> int:
-        return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
+        """Blocks ``is_moe_layer`` counts, in closed form (a hot path of the search's rules):
+        every ``moe_layer_freq``-th block from ``first_k_dense_replace`` on."""
+        if not self.is_moe or self.num_hidden_layers <= self.first_k_dense_replace:
+            return 0
+        return -(-(self.num_hidden_layers - self.first_k_dense_replace) // self.moe_layer_freq)
 
     def holds_kv(self, index: int) -> bool:
         """Whether block ``index`` keeps a KV cache: not a Mamba2 or MLP-only block (Nemotron-H),

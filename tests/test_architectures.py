@@ -657,3 +657,16 @@ def test_nemotron_h_blocks_move_their_own_elementwise_bytes() -> None:
     assert stage_traffic(first, pattern, Layout(), 4096, *flash, fused).blocks == 2 * 5 * 4096
     expected = 5 * 4096 + 128_640 + 5 * 4096 + 2 * 21_504
     assert stage_traffic(last, pattern, Layout(), 4096, *flash, fused).blocks == expected
+
+
+def test_num_moe_layers_counts_the_interleaved_blocks() -> None:
+    # Hand-counted: DeepSeek-V3 keeps its first 3 of 61 blocks dense (config.json
+    # first_k_dense_replace 3): 58 MoE blocks; 10 blocks from block 1 every 2nd: 1, 3, 5, 7, 9;
+    # 3 dense lead blocks out of 3: none.
+    v3 = load_model("deepseek-v3")
+    assert v3.num_moe_layers == 58
+    sparse = dataclasses.replace(v3, num_hidden_layers=10, first_k_dense_replace=1,
+                                 moe_layer_freq=2)  # fmt: skip
+    assert sparse.num_moe_layers == 5
+    assert dataclasses.replace(v3, num_hidden_layers=3).num_moe_layers == 0
+    assert load_model("llama-3.1-405b").num_moe_layers == 0

@@ -9,8 +9,6 @@ policy's gradient width (Megatron-LM reduces fp32 main grads), parameters at its
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from explorer.comm.collectives import CollectiveKind
 from explorer.comm.step import (
     BACKWARD,
@@ -45,12 +43,11 @@ def _on(
     it hides costs compute time: ``contention_per_hidden_s`` of each second hidden."""
     window, floor = hiding
     overlap = Overlap(share=ctx.assumptions.dp_overlap, window=window, floor=floor)
-    call = timed(
-        ctx, axis="dp", group=group, kind=kind, what=what, phase=phase,
-        size_bytes=size_bytes, count=1, passes=passes, overlap=overlap,
-    )  # fmt: skip
     lost = contention_per_hidden_s(ctx.assumptions.dp_overlap_slowdown)
-    return replace(call, hidden_s=call.hidden_s * (1.0 - lost), contention=lost)
+    return timed(
+        ctx, axis="dp", group=group, kind=kind, what=what, phase=phase,
+        size_bytes=size_bytes, count=1, passes=passes, overlap=overlap, contention=lost,
+    )  # fmt: skip
 
 
 def contention_per_hidden_s(slowdown: float) -> float:

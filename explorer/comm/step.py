@@ -320,15 +320,18 @@ def timed(
     passes: PassTimes | None = None,
     overlap: Overlap = NO_OVERLAP,
     one_call_s: float | None = None,
+    contention: float = 0.0,
 ) -> Collective:
     """A collective on ``axis``'s own group (or ``group``), hiding as ``overlap`` says behind
     the window taken of ``passes``; ``one_call_s`` replaces the collective model's time of one
-    call when given."""
+    call when given; ``contention``: compute seconds lost per second hidden (``Collective.
+    contention``), taken off the hidden seconds (one object, not a copy: a search hot path)."""
     one = one_call_s
     if one is None:
         one = collective_s(kind, size_bytes, ctx.groups[group or axis], ctx.assumptions.links)
     time_s = one * count
     share, window, floor = overlap
+    hidden = hidden_s(time_s, floor * time_s, share, window_s(window, passes))
     return Collective(
         axis=axis,
         kind=kind,
@@ -337,10 +340,11 @@ def timed(
         size_bytes=size_bytes,
         count=count,
         time_s=time_s,
-        hidden_s=hidden_s(time_s, floor * time_s, share, window_s(window, passes)),
+        hidden_s=hidden * (1.0 - contention) if contention else hidden,
         share=share,
         floor_share=floor,
         window=window,
+        contention=contention,
     )
 
 

@@ -39,12 +39,12 @@ from explorer.estimate import EstimateAssumptions
 from explorer.estimate.pipeline import bottleneck_makespan_s
 from explorer.estimate.stages import parts
 from explorer.memory.training import microbatch_count
-from explorer.mesh import LEAF, Candidate, Problem, to_layout, valid_pipelines
+from explorer.mesh import LEAF, Candidate, Problem, valid_pipelines
 from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, dualpipe_possible, exposed_s
 from explorer.search.floor import MemoryFloor
-from explorer.search.reads import PASS_TIMES
+from explorer.search.reads import PASS_TIMES, candidate_layout, layout_of
 from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
 from explorer.specs import RECOMPUTES, V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 
@@ -128,8 +128,9 @@ class Bounds:
         """Compute seconds of one micro-batch on one GPU: the whole model, the cheapest block,
         and one block of each kind, the embedding and the head (cached)."""
         key = (tp, cp, ep, etp, mbs, rc)
-        if key not in self._units:
-            layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs, recompute=rc)
+        hit = self._units.get(key)
+        if hit is None:
+            layout = layout_of(tp=tp, cp=cp, ep=ep, etp=etp, micro_batch_size=mbs, recompute=rc)
             compute = self.ctx.compute(layout)
             blocks = {
                 moe: pass_times(self.ctx.work((i,), False, False), compute)
@@ -146,7 +147,7 @@ class Bounds:
             def cycle(passes: PassTimes | None) -> float:
                 return passes.forward_s + passes.backward_s if passes else 0.0
 
-            self._units[key] = Unit(
+            hit = self._units[key] = Unit(
                 whole_s=cycle(whole),
                 block_s=min(cycle(b) for b in blocks.values()),
                 block_forward_s=min(b.forward_s for b in blocks.values()),
@@ -157,7 +158,7 @@ class Bounds:
                     cycle(head),
                 ),
             )
-        return self._units[key]
+        return hit
 
     def _mixes(
         self, pp: int, virtual: int, dualpipe: bool, vshape: bool = False
@@ -165,27 +166,29 @@ class Bounds:
         """What the pipeline ranks hold (distinct mixes) and what the last rank holds (cached
         per plan shape; explorer.partition.pipeline_plan, as the estimate splits layers)."""
         key = (pp, virtual, dualpipe, vshape)
-        if key not in self._mix_cache:
+        hit = self._mix_cache.get(key)
+        if hit is None:
             name: ScheduleName = (
                 "zb-v" if vshape else
                 "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
             )  # fmt: skip
-            layout = Layout(pp=pp, virtual_stages=virtual, schedule=name)
+            layout = layout_of(pp=pp, virtual_stages=virtual, schedule=name)
             mixes = [
                 (p.num_dense_layers, p.num_moe_layers, int(p.has_embedding), int(p.has_head))
                 for p in pipeline_plan(self.p.model, layout)
             ]
-            self._mix_cache[key] = (tuple(set(mixes)), mixes[-1])
-        return self._mix_cache[key]
+            hit = self._mix_cache[key] = (tuple(set(mixes)), mixes[-1])
+        return hit
 
     def _variants(self, c: Candidate) -> tuple[tuple[ScheduleName, int], ...]:
         """The node's schedule, or the valid ones it leaves open (cached per pp, dp, mbs)."""
         if c.schedule is not None:
             return ((c.schedule, c.virtual or 1),)
         key = (c.pp, c.dp, c.mbs)
-        if key not in self._pairs:
-            self._pairs[key] = valid_pipelines(self.p, c)
-        return self._pairs[key]
+        hit = self._pairs.get(key)
+        if hit is None:
+            hit = self._pairs[key] = valid_pipelines(self.p, c)
+        return hit
 
     def pipelined_floor(
         self, c: Candidate, variant: Pair, unit: Unit, m: int
@@ -197,10 +200,11 @@ class Bounds:
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
         vshape = variant[0] in V_SHAPED and c.pp > 1
         key = (unit.kinds, c.pp, variant[1], dualpipe, vshape)
-        if key not in self._loads:
+        loads = self._loads.get(key)
+        if loads is None:
             mixes, last = self._mixes(c.pp, variant[1], dualpipe, vshape)
-            self._loads[key] = rank_loads(mixes, last, unit)
-        return pipelined_floor(variant, c.pp, layers, unit, m, closed, self._loads[key])
+            loads = self._loads[key] = rank_loads(mixes, last, unit)
+        return pipelined_floor(variant, c.pp, layers, unit, m, closed, loads)
 
     def _costs(
         self, c: Candidate, stages: Iterable[ZeroStage]
@@ -213,9 +217,10 @@ class Bounds:
     def _policy_s(self, c: Candidate, comm: bool, memory: bool) -> float:
         """Tier 1 for a node whose recompute policy is known, s (see ``node_s``; cached)."""
         key = (c, comm, memory)
-        if key not in self._policies:
-            self._policies[key] = self._policy_bound_s(c, comm, memory)
-        return self._policies[key]
+        hit = self._policies.get(key)
+        if hit is None:
+            hit = self._policies[key] = self._policy_bound_s(c, comm, memory)
+        return hit
 
     def _policy_bound_s(self, c: Candidate, comm: bool, memory: bool) -> float:
         """The least tier-1 term over the (pipeline, ZeRO stage) choices under ``c`` whose
@@ -233,9 +238,9 @@ class Bounds:
         if not comm:  # no ZeRO stage changes a term: the highest fits whenever any does
             stages = [max(stages)]
         key = (c, comm, tuple(stages))  # the same terms with and without the memory floors
-        if key not in self._ranked:
-            self._ranked[key] = self._terms(c, comm, stages, variants, flags)
-        ranked = self._ranked[key]
+        ranked = self._ranked.get(key)
+        if ranked is None:
+            ranked = self._ranked[key] = self._terms(c, comm, stages, variants, flags)
         if not memory:
             return ranked[0][0]
         shapes: dict[tuple[int, bool, bool], int] = {}
@@ -341,7 +346,7 @@ class Bounds:
         key = c._replace(zero=0, schedule="1f1b" if same else c.schedule)
         found = self._parts.get(key)
         if found is None:
-            layout = to_layout(key)
+            layout = candidate_layout(key)
             works = [self.ctx.work(*part) for part in parts(self.p.model, layout)]
             compute, comm = self.ctx.compute(layout), self.ctx.comm(layout)
             fields = PASS_TIMES.key(layout)  # what pass_times reads (explorer.search.reads)
@@ -375,7 +380,7 @@ class Bounds:
         times = self._part_data(c).times
         stages = [c.zero] if c.zero is not None else self.p.space.zero_stages
         tail = min(t for _, _, t in self._costs(c, stages))
-        return SAFETY * (self._pipelined_s(to_layout(c._replace(zero=0)), times) + tail)
+        return SAFETY * (self._pipelined_s(candidate_layout(c._replace(zero=0)), times) + tail)
 
     # ------------------------------------------------------------------ tier 4
 
@@ -385,7 +390,7 @@ class Bounds:
         Tier 2's part times plus data-parallel collectives, and the slowest rank's tail
         (DualPipe ranks hold two parts). Source: explorer.estimate.core.estimate.
         """
-        data, layout = self._part_data(c), to_layout(c)
+        data, layout = self._part_data(c), candidate_layout(c)
         comm, compute = self.ctx.comm(layout), self.ctx.compute(layout)
         full = []
         for work, passes, (f, b, w) in data.distinct:

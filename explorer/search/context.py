@@ -169,14 +169,15 @@ class Contexts:
     def work(self, layers: tuple[int, ...], first: bool, last: bool) -> StageWork:
         """A part's work (explorer.compute.stage_work with the estimate's FLOP convention)."""
         key = (layers, first, last)
-        if key not in self._works:  # cached here: stage_work's own cache hashes the model
+        hit = self._works.get(key)  # cached here: stage_work's own cache hashes the model
+        if hit is None:
             causal = self.a.compute.causal_attention_flops
             w = self.p.workload
             ends = (w.bf16_layers_at_start, w.bf16_layers_at_end)
             work = stage_work(self.p.model, layers, w.seq_len, first, last, causal, ends)
             # equal works are one object, so parts can be told apart by identity
-            self._works[key] = self._interned.setdefault(work, work)
-        return self._works[key]
+            hit = self._works[key] = self._interned.setdefault(work, work)
+        return hit
 
     @cached_property
     def whole_model(self) -> StageWork:
@@ -223,13 +224,14 @@ class Contexts:
         candidate whose degrees, micro-batch and recompute are known (cached; the calls are
         timed once per recompute count, their exposure per pass times)."""
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, dualpipe)
-        if key not in self._whole:
+        hit = self._whole.get(key)
+        if hit is None:
             passes, windows = self._passes(c), self._windows(c)
             model, expert = self._exposed(self._model_calls(c, dualpipe), windows)
-            self._whole[key] = Whole(
+            hit = self._whole[key] = Whole(
                 compute_s=passes.forward_s + passes.backward_s, model_s=model, expert_s=expert
             )
-        return self._whole[key]
+        return hit
 
     def _exposed(self, calls: tuple[Collective, ...], windows: PassTimes) -> tuple[float, float]:
         """Exposed seconds of ``calls`` behind ``windows``: (not EP, EP). A pure function of
@@ -257,12 +259,13 @@ class Contexts:
             whole = self.whole_of(c, dualpipe)
             return whole.compute_s + whole.model_s + whole.expert_s
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, dualpipe)
-        if key not in self._busy:
+        hit = self._busy.get(key)
+        if hit is None:
             passes, windows = self._passes(c), self._windows(c)
             calls = self._model_calls(c._replace(recompute="none"), dualpipe)
             model, expert = self._exposed(calls, windows)
-            self._busy[key] = passes.forward_s + passes.backward_s + model + expert
-        return self._busy[key]
+            hit = self._busy[key] = passes.forward_s + passes.backward_s + model + expert
+        return hit
 
     def _model_calls(self, c: Candidate, dualpipe: bool) -> tuple[Collective, ...]:
         """The whole model's TP, CP and EP collectives per micro-batch (cached per degrees,
@@ -288,7 +291,8 @@ class Contexts:
         # what the calls read (explorer.search.reads): shared by meshes that differ only in
         # dp and pp where those leave the TP, CP and EP groups placed alike
         key = (MODEL_COLLECTIVES.key(shape), *self._model_placements(shape))
-        if key not in self._calls:
+        hit = self._calls.get(key)
+        if hit is None:
             ctx, passes = self.comm(shape.layout()), self._passes(c)
             found: tuple[Collective, ...]
             if dualpipe:  # DualPipe changes only the EP overlap: the TP and CP calls are shared
@@ -299,15 +303,16 @@ class Contexts:
                 )
             else:
                 found = model_collectives(self.whole_model, passes, ctx, pp=False)
-            self._calls[key] = tuple(x for x in found if x.phase in ("forward", "backward"))
-        return self._calls[key]
+            hit = self._calls[key] = tuple(x for x in found if x.phase in ("forward", "backward"))
+        return hit
 
     def data_of(self, c: Candidate, zero: ZeroStage) -> Data:
         """Whole-model data-parallel seconds of a candidate under ZeRO stage ``zero`` (cached;
         explorer.comm.data_parallel and the optimizer step; the calls are timed once per
         degrees and ZeRO stage, their exposure per pass times)."""
         key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, c.recompute, zero)
-        if key not in self._data:
+        hit = self._data.get(key)
+        if hit is None:
             calls, optimizer = self._data_calls(c, zero)
             passes = self._windows(c)
             per_microbatch = step = 0.0
@@ -316,8 +321,8 @@ class Contexts:
                     step += call.exposed_for(passes)
                 else:
                     per_microbatch += call.exposed_for(passes)
-            self._data[key] = Data(per_microbatch_s=per_microbatch, tail_s=step + optimizer)
-        return self._data[key]
+            hit = self._data[key] = Data(per_microbatch_s=per_microbatch, tail_s=step + optimizer)
+        return hit
 
     def _data_calls(self, c: Candidate, zero: ZeroStage) -> tuple[tuple[Collective, ...], float]:
         """The whole model's data-parallel collectives and optimizer step, s (cached per
@@ -326,9 +331,10 @@ class Contexts:
         ``Collective.exposed_for`` takes)."""
         shape = self._shape(c, zero, False)
         key = DATA_PARALLEL.key(shape)  # what both read (explorer.search.reads)
-        if key not in self._data_calls_cache:
+        hit = self._data_calls_cache.get(key)
+        if hit is None:
             layout = shape.layout()
             optimizer = optimizer_step_s(self.whole_model, self.compute(layout))
             found = dp_collectives(self.whole_model, self._passes(c), self.comm(layout))
-            self._data_calls_cache[key] = (tuple(found), optimizer)
-        return self._data_calls_cache[key]
+            hit = self._data_calls_cache[key] = (tuple(found), optimizer)
+        return hit

@@ -38,10 +38,10 @@ from explorer.mesh import (
     SearchSpace,
     Tree,
     from_layout,
-    to_layout,
 )
 from explorer.search.bounds import Bounds
 from explorer.search.floor import MemoryFloor
+from explorer.search.reads import candidate_layout
 from explorer.search.recipe import LayoutRecipe, UnprunedFloor, apply_recipe
 from explorer.search.rows import layouts_frame, rejected_frame, rejection_row
 from explorer.specs import ClusterSpec, ModelSpec, TrainingWorkload
@@ -191,7 +191,7 @@ class _Search:
 
     def evaluate(self, node: Candidate) -> None:
         """Memory first, then the full estimate: queue it as a row when it fits."""
-        p, layout = self.tree.problem, apply_recipe(to_layout(node), self.recipe)
+        p, layout = self.tree.problem, apply_recipe(candidate_layout(node), self.recipe)
         try:
             memory = training_memory(
                 p.model, p.cluster.gpu, layout, p.workload, self.assumptions.memory,

@@ -33,7 +33,7 @@ from explorer.mesh import Candidate, Problem, expert_data_parallel
 from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan, pipeline_plan
 from explorer.precision import precision_policy
-from explorer.search.reads import STAGE_PARAMS
+from explorer.search.reads import STAGE_PARAMS, layout_of
 from explorer.specs import V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 from explorer.units import GiB
 
@@ -77,20 +77,22 @@ class MemoryFloor:
         """Model states of ``held`` parameters, fewest bytes any framework keeps (cached)."""
         dp_cp, edp = c.dp * c.cp, expert_data_parallel(c)
         key = (held, zero, dp_cp, edp)  # the arguments of stage_model_states
-        if key not in self._state_cache:
-            self._state_cache[key] = stage_model_states(
+        hit = self._state_cache.get(key)
+        if hit is None:
+            hit = self._state_cache[key] = stage_model_states(
                 held, self.policy, zero, dp_cp, edp, keep_param_shard=False
             )
-        return self._state_cache[key]
+        return hit
 
     def _plans(self, layout: Layout) -> list[tuple[StagePlan, HeldParams]]:
         """Each rank's plan and parameters, computed once per distinct ``StagePlan.contents``
         (all that ``stage_params`` reads of a plan)."""
         key = (layout.tp, layout.pp, layout.ep, layout.etp, layout.virtual_stages, layout.schedule)
-        if key not in self._plan_cache:
+        hit = self._plan_cache.get(key)
+        if hit is None:
             plans, view = pipeline_plan(self.p.model, layout), STAGE_PARAMS.key(layout)
-            self._plan_cache[key] = [(p, self._stage_params(layout, p, view)) for p in plans]
-        return self._plan_cache[key]
+            hit = self._plan_cache[key] = [(p, self._stage_params(layout, p, view)) for p in plans]
+        return hit
 
     def _stage_params(
         self, layout: Layout, plan: StagePlan, view: tuple[object, ...]
@@ -110,31 +112,34 @@ class MemoryFloor:
         """Parameters per GPU averaged over the pipeline ranks: the same for any split, twice
         as many under DualPipe (each rank holds two stages)."""
         key = (c.tp, c.pp, c.ep or 1, c.etp or 1, dualpipe)
-        if key not in self._held:
+        hit = self._held.get(key)
+        if hit is None:
             name: ScheduleName = "dualpipe" if dualpipe else "1f1b"
-            layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], schedule=name)
-            total = HeldParams()
+            layout = layout_of(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], schedule=name)
+            dense = expert = 0.0  # HeldParams.__add__'s sums, without an object per rank
             for _, held in self._plans(layout):
-                total = total + held
-            self._held[key] = total * (1 / c.pp)
-        return self._held[key]
+                dense, expert = dense + held.dense, expert + held.expert
+            hit = self._held[key] = HeldParams(dense, expert) * (1 / c.pp)
+        return hit
 
     def _fixed(self, c: Candidate) -> float:
         """NCCL buffers, runtime and reserve: in every phase of every stage, bytes (cached per
         degrees; explorer.memory.setting.nccl_parts reads only those)."""
         dims = MeshDims.of(c)  # the whole input of the layout nccl_parts is given
-        if dims not in self._fixed_cache:
-            layout = Layout(**dims._asdict())
+        hit = self._fixed_cache.get(dims)
+        if hit is None:
+            layout = layout_of(**dims._asdict())
             buffers = nccl_parts(self.p.model, layout, self.a.memory, dims.edp)
-            self._fixed_cache[dims] = self.fixed + sum(size for _, size in buffers)
-        return self._fixed_cache[dims]
+            hit = self._fixed_cache[dims] = self.fixed + sum(size for _, size in buffers)
+        return hit
 
     def _states_floor(self, c: Candidate, dualpipe: bool, zero: ZeroStage) -> float:
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe, zero)
-        if key not in self._floors:
+        hit = self._floors.get(key)
+        if hit is None:
             states = self._states(self._mean_held(c, dualpipe), c, zero)
-            self._floors[key] = SAFETY * (states.total_bytes + self._fixed(c))
-        return self._floors[key]
+            hit = self._floors[key] = SAFETY * (states.total_bytes + self._fixed(c))
+        return hit
 
     def states_bytes(self, c: Candidate) -> float:
         """Mean model states with gradients, runtime and reserve; ``c.zero`` known, bytes."""
@@ -147,27 +152,31 @@ class MemoryFloor:
         (the first; the last under a V placement, whose count rises with the rank), its
         parameters, dense and MoE blocks and chunk copies (cached)."""
         key = (c.tp, c.pp, c.ep or 1, c.etp or 1, virtual, dualpipe, vshape)
-        if key not in self._rank_cache:
+        hit = self._rank_cache.get(key)
+        if hit is None:
             name: ScheduleName = (
                 "zb-v" if vshape else
                 "dualpipe" if dualpipe else "interleaved" if virtual > 1 else "1f1b"
             )  # fmt: skip
-            layout = Layout(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
-                            schedule=name)  # fmt: skip
+            layout = layout_of(tp=c.tp, pp=c.pp, ep=key[2], etp=key[3], virtual_stages=virtual,
+                               schedule=name)  # fmt: skip
             fullest: dict[_Rank, int] = {}
             for r, (plan, held) in enumerate(self._plans(layout)):
                 rank = _Rank(held, plan.num_dense_layers, plan.num_moe_layers, plan.copies)
-                if vshape or rank not in fullest:  # V: min(P, M, (M + 1 + r) / 2) rises with r
+                if vshape:  # V: min(P, M, (M + 1 + r) / 2) rises with r: the last
                     fullest[rank] = r
-            self._rank_cache[key] = [(r, rank) for rank, r in fullest.items()]
-        return self._rank_cache[key]
+                else:  # the first
+                    fullest.setdefault(rank, r)
+            hit = self._rank_cache[key] = [(r, rank) for rank, r in fullest.items()]
+        return hit
 
     def _block_bytes(self, c: Candidate, rc: Recompute) -> tuple[float, float]:
         """Saved activation bytes of one dense and one MoE block for one micro-batch."""
         key = (c.tp, c.cp, c.etp or 1, c.mbs or 1, rc)
-        if key not in self._blocks:
-            self._blocks[key] = self._block_pair(c, rc)
-        return self._blocks[key]
+        hit = self._blocks.get(key)
+        if hit is None:
+            hit = self._blocks[key] = self._block_pair(c, rc)
+        return hit
 
     def _block_pair(self, c: Candidate, rc: Recompute) -> tuple[float, float]:
         shape = ActivationShape(
@@ -193,13 +202,14 @@ class MemoryFloor:
         """Per distinct rank (``_ranks`` order): bytes of its weights, master weights and
         optimizer states, and of its gradients (cached)."""
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, virtual, dualpipe, zero, vshape)
-        if key not in self._weight_cache:
+        hit = self._weight_cache.get(key)
+        if hit is None:
             found = []
             for _, rank in self._ranks(c, virtual, dualpipe, vshape):
                 s = self._states(rank.held, c, zero)
                 found.append((s.parameters + s.master_weights + s.optimizer_states, s.gradients))
-            self._weight_cache[key] = found
-        return self._weight_cache[key]
+            hit = self._weight_cache[key] = found
+        return hit
 
     def _activations(
         self, c: Candidate, variant: tuple[ScheduleName, int], rc: Recompute
@@ -211,13 +221,16 @@ class MemoryFloor:
         vshape = variant[0] in V_SHAPED and c.pp > 1
         dense, moe = self._block_bytes(c, rc)
         count = self.p.workload.global_batch_size // (c.dp * (c.mbs or 1))
-
-        def held(r: int) -> float:
-            return min(c.pp, count, (count + 1 + r) / 2) if vshape else min(count, c.pp - r)
-
+        pp, ranks = c.pp, self._ranks(c, variant[1], dualpipe, vshape)
+        if vshape:
+            return [
+                min(pp, count, (count + 1 + r) / 2) * (rank.dense * dense + rank.moe * moe)
+                / rank.copies
+                for r, rank in ranks
+            ]  # fmt: skip
         return [
-            held(r) * (rank.dense * dense + rank.moe * moe) / rank.copies
-            for r, rank in self._ranks(c, variant[1], dualpipe, vshape)
+            min(count, pp - r) * (rank.dense * dense + rank.moe * moe) / rank.copies
+            for r, rank in ranks
         ]
 
     def _first(
@@ -244,10 +257,11 @@ class MemoryFloor:
         dualpipe = variant[0] == "dualpipe" and c.pp > 1
         vshape = variant[0] in V_SHAPED and c.pp > 1
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, c.mbs, variant[1], dualpipe, rc, vshape)
-        if key not in self._fits:
+        hit = self._fits.get(key)
+        if hit is None:
             acts, held = self._activations(c, variant, rc), self._grads_held(c)
             room = self.p.cluster.gpu.memory_bytes / SAFETY - self._fixed(c)
-            self._fits[key] = next(
+            hit = self._fits[key] = next(
                 (
                     z
                     for z in self.states_fit(c, dualpipe)
@@ -256,18 +270,19 @@ class MemoryFloor:
                 ),
                 4,
             )
-        return self._fits[key]
+        return hit
 
     def states_fit(self, c: Candidate, dualpipe: bool) -> tuple[ZeroStage, ...]:
         """The ZeRO stages, in order, whose model-states floor leaves room on the GPU (cached
         per degrees: the floor does not see the micro-batch, recompute or virtual stages)."""
         key = (c.tp, c.pp, c.cp, c.dp, c.ep, c.etp, dualpipe)
-        if key not in self._states_ok:
+        hit = self._states_ok.get(key)
+        if hit is None:
             have = self.p.cluster.gpu.memory_bytes
             stages: tuple[ZeroStage, ...] = (0, 1, 2, 3)
             ok = tuple(z for z in stages if self._states_floor(c, dualpipe, z) <= have)
-            self._states_ok[key] = ok
-        return self._states_ok[key]
+            hit = self._states_ok[key] = ok
+        return hit
 
     def _reason(self, need: float, what: str) -> str | None:
         have = self.p.cluster.gpu.memory_bytes
@@ -298,6 +313,9 @@ def _fullest(weights: list[tuple[float, float]], acts: list[float], held: bool) 
     """The fullest rank's bytes without the fixed overheads: per rank, its weights, master
     weights and optimizer states with the larger of its activations (plus its gradients when
     ``held``) and its gradients alone."""
-    if held:
-        return max(w + a + g for (w, g), a in zip(weights, acts, strict=True))
-    return max(w + max(a, g) for (w, g), a in zip(weights, acts, strict=True))
+    best = float("-inf")  # max() over the ranks, as a loop: a hot path of least_zero
+    for (w, g), a in zip(weights, acts, strict=True):
+        total = w + a + g if held else w + (a if a >= g else g)
+        if total > best:
+            best = total
+    return best

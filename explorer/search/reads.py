@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from explorer.comm.topology import GroupPlacement
 from explorer.compute.passes import all_to_alls_overlap
+from explorer.mesh import Candidate, to_layout
 from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
 
 SEARCHED = (
@@ -75,6 +76,19 @@ def _layout_of(shape: Shape) -> Layout:
     return Layout(**shape._asdict())
 
 
+@lru_cache(maxsize=1 << 16)
+def layout_of(**fields: Any) -> Layout:
+    """``Layout(**fields)``, made once per distinct ``fields`` (a ``Layout`` checks every field
+    against explorer.limits as it is made; it is frozen, so one object serves every caller)."""
+    return Layout(**fields)
+
+
+@lru_cache(maxsize=1 << 16)
+def candidate_layout(c: Candidate) -> Layout:
+    """``explorer.mesh.to_layout`` of a complete candidate, made once per candidate."""
+    return to_layout(c)
+
+
 class View:
     """The fields of a ``Layout`` one function reads, and values it derives from others."""
 
@@ -92,7 +106,7 @@ class View:
     def key(self, layout: Layout | Shape) -> tuple[object, ...]:
         """What the function sees of ``layout``: equal keys, equal results."""
         got: tuple[object, ...] = self._get(layout)
-        return (*got, *(d(layout) for d in self.derived)) if self.derived else got
+        return got + tuple([d(layout) for d in self.derived]) if self.derived else got
 
 
 PASS_TIMES = View(

@@ -81,11 +81,9 @@ def rank_loads(mixes: tuple[Mix, ...], last: Mix, unit: Unit) -> tuple[float, fl
     """(heaviest rank's, last rank's) compute per micro-batch, s, from the ranks' mixes."""
 
     dense, moe, embedding, head = unit.kinds
-
-    def load(mix: Mix) -> float:
-        return mix[0] * dense + mix[1] * moe + mix[2] * embedding + mix[3] * head
-
-    return max(load(mix) for mix in mixes), load(last)
+    heaviest = max(d * dense + m * moe + e * embedding + h * head for d, m, e, h in mixes)
+    d, m, e, h = last
+    return heaviest, d * dense + m * moe + e * embedding + h * head
 
 
 def pipelined_floor(
