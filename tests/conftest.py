@@ -71,8 +71,8 @@ ARTIFACTS = ROOT / "test-artifacts"
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     """The app served by the README's command on a free port, one server for every browser
-    test that does not need a fresh one (a server's start and its first, cold pages cost
-    seconds each on a busy machine); stopped at the end of the session."""
+    test of this pytest-xdist worker that does not need a fresh one (a server's start and its
+    first, cold pages cost seconds each on a busy machine); stopped at the end."""
     from explorer.ui.bench_browser import served
 
     ARTIFACTS.mkdir(exist_ok=True)
