@@ -209,6 +209,24 @@ def test_the_run_after_a_cut_short_one_sends_every_sidebar_value_as_set():
     assert not at.number_input(key="in_nodes").proto.set_value
 
 
+@pytest.mark.parametrize(
+    ("page", "query"),
+    [
+        ("model", {}), ("memory", {}), ("meshes", {"ranked": "20"}), ("pipeline", {}),
+        ("communication", {}), ("scaling", {}), ("validation", {}), ("report", {}),
+        ("serving", {"workload": "serving"}),
+    ],
+)  # fmt: skip
+def test_every_page_runs_to_its_end_so_the_next_run_leaves_the_sidebar_alone(page, query):
+    """A page that ended its run early (st.stop, st.rerun on the normal path) would leave
+    explorer.ui.sidebar._RUN_OPEN set, and every later run would resend 24 widgets."""
+    at = run(query, page=page)
+    at.run()
+    assert_clean(at)
+    assert at.session_state["_run_open"] is False
+    assert not at.number_input(key="in_nodes").proto.set_value
+
+
 def test_closing_the_mixed_cluster_editor_keeps_its_groups_and_reopening_shows_them():
     at = run({"mixed": "h100-sxm:8:2,a100-80g:8:2"})  # groups in the link: it opens by itself
     assert at.selectbox(key="cluster_editor_gpu_1").value == "a100-80g"
