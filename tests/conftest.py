@@ -76,5 +76,6 @@ def app_url() -> Iterator[str]:
     from explorer.ui.bench_browser import served
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with served(ROOT / "app.py", ROOT, TIMEOUT_MS / 1000, log=ARTIFACTS / "streamlit.log") as url:
+    log = ARTIFACTS / f"streamlit-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
+    with served(ROOT / "app.py", ROOT, TIMEOUT_MS / 1000, log=log) as url:
         yield url
