@@ -32,8 +32,8 @@ from explorer.estimate import (
 )
 from explorer.estimate.stages import StageTime, stage_context, stage_times
 from explorer.memory.training import TrainingMemory, microbatch_count, training_memory
-from explorer.precision import precision_policy
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
+from explorer.workload import ResolvedWorkload, resolve_workload
 
 BatchSplit = Literal["even", "speed"]
 
@@ -109,20 +109,19 @@ def _parts(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: Tra
     """``estimate(...)``'s stages, memory (unless ``memory`` is False) and micro-batches, by its
     own calls and inputs, without timing the layout's pipeline on this type alone
     (``explorer.estimate.core``)."""
-    policy = precision_policy(workload.precision, workload.grad_dtype)
-    m = microbatch_count(layout, workload)
-    bytes_ = _memory(model, cluster, layout, workload, a) if memory else None
-    ctx = stage_context(model, cluster, layout, workload, a, policy=policy, microbatches=m)
-    return _Parts(stage_times(model, cluster, layout, workload, a, ctx), bytes_, m)
+    r = resolve_workload(layout, workload)
+    bytes_ = _memory(model, cluster, layout, workload, a, r) if memory else None
+    ctx = stage_context(model, cluster, layout, workload, a, resolved=r)
+    return _Parts(stage_times(model, cluster, layout, workload, a, ctx), bytes_, r.microbatches)
 
 
 def _memory(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: TrainingWorkload,
-            a: EstimateAssumptions) -> TrainingMemory:  # fmt: skip
+            a: EstimateAssumptions, resolved: ResolvedWorkload | None = None,
+            ) -> TrainingMemory:  # fmt: skip
     """``estimate(...)``'s own memory call."""
     return training_memory(
         model, cluster.gpu, layout, workload, a.memory, domain_size=cluster.domain_size,
-        policy=precision_policy(workload.precision, workload.grad_dtype),
-        microbatches=microbatch_count(layout, workload),
+        resolved=resolved or resolve_workload(layout, workload),
     )  # fmt: skip
 
 

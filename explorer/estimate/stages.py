@@ -40,7 +40,7 @@ from explorer.memory import (
 from explorer.memory.activations import expert_load
 from explorer.partition import layout_chunk_sizes, pipeline_plan
 from explorer.schedules import StageTimes
-from explorer.specs import ClusterSpec, Layout, ModelSpec, PrecisionPolicy, TrainingWorkload
+from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.workload import ResolvedWorkload, resolve_workload
 
 
@@ -142,20 +142,15 @@ def stage_context(
     assumptions: EstimateAssumptions,
     *,
     resolved: ResolvedWorkload | None = None,
-    policy: PrecisionPolicy | None = None,
-    microbatches: int | None = None,
 ) -> StageContext:
     """What every part's collectives share: model, layout, precision, placements.
 
     ``resolved`` is ``workload`` resolved for ``layout`` (explorer.workload.resolve_workload)
-    when the caller has it (explorer.estimate.core.estimate); None resolves it here, with
-    ``policy`` and ``microbatches`` where the caller knows those alone.
+    when the caller has it (explorer.estimate.core.estimate); None resolves it here.
     """
     r = resolved
     if r is None:
-        r = resolve_workload(
-            layout, workload, policy=policy, microbatches=microbatches, check=False
-        )
+        r = resolve_workload(layout, workload, check=False)
     return StageContext(
         model=model,
         layout=layout,

@@ -310,12 +310,10 @@ def _setting(
     workload: TrainingWorkload,
     assumptions: TrainingAssumptions,
     resolved: ResolvedWorkload | None = None,
-    policy: PrecisionPolicy | None = None,
-    microbatches: int | None = None,
 ) -> TrainingSetting:
     r = resolved
     if r is None:
-        r = resolve_workload(layout, workload, policy=policy, microbatches=microbatches)
+        r = resolve_workload(layout, workload)
     policy, microbatches = r.policy, r.microbatches
     assumptions = recipe_storage(assumptions, policy)
     if assumptions.optimizer_state_bytes is not None:
@@ -369,19 +367,16 @@ def training_memory(
     *,
     domain_size: int | None = None,
     resolved: ResolvedWorkload | None = None,
-    policy: PrecisionPolicy | None = None,
-    microbatches: int | None = None,
 ) -> TrainingMemory:
     """Bytes per GPU by category for every pipeline stage of ``layout``, and the peak.
 
     ``domain_size`` is the number of GPUs on the fast links (a ClusterSpec's ``domain_size``);
     None means the GPU's ``scale_up_domain_size``. ``resolved`` is ``workload`` resolved for
     ``layout`` (explorer.workload.resolve_workload: the precision policy, the micro-batch count)
-    when the caller has it already (explorer.estimate.core.estimate); None resolves it here,
-    with ``policy`` and ``microbatches`` where the caller knows those alone. Invalid layouts
-    raise ValueError.
+    when the caller has it already (explorer.estimate.core.estimate); None resolves it here.
+    Invalid layouts raise ValueError.
     """
-    s = _setting(model, gpu, layout, workload, assumptions, resolved, policy, microbatches)
+    s = _setting(model, gpu, layout, workload, assumptions, resolved)
     plans = pipeline_plan(model, layout)
     inflight = inflight_microbatches(
         layout.schedule, layout.pp, s.microbatches, layout.virtual_stages
