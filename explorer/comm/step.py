@@ -54,6 +54,7 @@ from explorer.comm.collectives import (
 )
 from explorer.comm.topology import GroupPlacement
 from explorer.compute import PassTimes
+from explorer.compute.attention import TorchCp
 from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 
 Phase = Literal["forward", "backward", "step"]
@@ -144,6 +145,19 @@ class CommAssumptions:
     cp_comm: CpComm = "p2p"
     """Context-parallel exchange: p2p ring (Megatron-Core), all-gather (Llama 3) or
     all-to-all (DeepSpeed-Ulysses)."""
+    torch_cp: TorchCp = "none"
+    """Context parallelism is PyTorch's (torch.distributed.tensor.experimental.context_parallel,
+    torchtitan's): K/V rotate by ``cp_comm`` (all-gather: torch's default rotate method
+    "allgather", once per layer before the first SDPA call and again in the backward; p2p:
+    its "alltoall" ring) and the K/V gradients travel the ring in fp32, one hop per step
+    (explorer.comm.context_parallel.torch_collectives). "eager": each transfer hides behind
+    the SDPA calls of the ring steps; "compiled": the block is compiled with its ring, where
+    every transfer is waited for as soon as it is issued (exposed). "none": Megatron-Core /
+    Transformer Engine's ring, Llama 3's all-gather, Ulysses."""
+    cp_kv_repeated: bool = False
+    """K and V reach the attention with their heads repeated to the query heads, so the CP
+    exchange carries that many (torchtitan's models call repeat_kv before SDPA until PR 2259,
+    "GQA without kv repeats", 2026-01-27: torchtitan/models/llama/model.py at 9dec370)."""
     ep_domain_dedup: bool = False
     """DeepEP-style dispatch: a token crosses the fabric once per remote scale-up domain its
     experts sit in (at most the model's topk_group), then fans out over the fast links.
@@ -209,6 +223,8 @@ class CommAssumptions:
             raise ValueError(
                 f"fsdp_backward_prefetch must be pre or post, got {self.fsdp_backward_prefetch!r}"
             )
+        if self.torch_cp not in ("none", "eager", "compiled"):
+            raise ValueError(f"torch_cp must be none, eager or compiled, got {self.torch_cp!r}")
         if self.cp_comm not in ("p2p", "all-gather", "all-to-all"):
             raise ValueError(f"cp_comm must be p2p, all-gather or all-to-all, got {self.cp_comm!r}")
 

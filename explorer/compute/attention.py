@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Literal
 
 from explorer.specs import AttentionCurve
 
@@ -79,3 +81,115 @@ def attention_share(
     dims = tuple(c.head_dim for c in tables)
     shares = tuple(_curve_share(c, seq_len, causal, backward) for c in tables)
     return _interpolated(dims, shares, head_dim)
+
+
+# PyTorch's context parallelism (torch.distributed.tensor.experimental.context_parallel, the
+# ring torchtitan runs): per layer and pass, each CP rank calls SDPA once per ring step on its
+# load-balanced chunks and merges the partial outputs itself. Source for everything below:
+# pytorch/pytorch torch/distributed/tensor/experimental/_attention.py (_templated_ring_attention,
+# _templated_ring_attention_backward, _SDPAMerger, _partial_update, _is_causal_behavior; the
+# same code from torch 2.6 (Dec 2024, commit 1963fc8 of torchtitan's December 2024 page) to
+# 2025: _ContextParallelOptions convert_to_f32 = True, enable_load_balance = True).
+
+
+TorchCp = Literal["none", "eager", "compiled"]
+"""PyTorch's context-parallel ring and how it runs (explorer.comm.step.CommAssumptions.torch_cp):
+not at all, eagerly, or compiled into the block's graph."""
+
+
+@dataclass(frozen=True, slots=True)
+class SdpaCall:
+    """One SDPA call of a ring step on one CP rank: query and key lengths, mask."""
+
+    q_len: float
+    kv_len: float
+    causal: bool
+
+    @property
+    def score_pairs(self) -> float:
+        """Query-key pairs the kernel computes (FlashAttention skips blocks a causal mask
+        empties: half of a square's)."""
+        return self.q_len * self.kv_len / (2.0 if self.causal else 1.0)
+
+
+def ring_sdpa_calls(seq_len: float, cp: int, rank: int) -> tuple[SdpaCall, ...]:
+    """The SDPA calls of rank ``rank`` for one layer's causal attention over ``seq_len``
+    tokens under torch's load-balanced ring (chunks r and 2 cp - 1 - r on rank r).
+
+    Step 0: the local query against the local keys, causal (the two chunks' own triangles and
+    the later chunk against the earlier: a causal mask over their concatenation). Step i > 0,
+    K/V from rank r - i: if i <= r, the whole local query against the first half of the
+    received K/V (its earlier chunk), no mask; else the second half of the query (the later
+    chunk) against all of it, no mask. No step is skipped: every rank computes the same
+    ``seq_len^2 / (2 cp)`` pairs.
+    """
+    local = seq_len / cp
+    calls = [SdpaCall(local, local, causal=True)]
+    for i in range(1, cp):
+        calls.append(
+            SdpaCall(local, local / 2, False) if i <= rank else SdpaCall(local / 2, local, False)
+        )
+    return tuple(calls)
+
+
+def ring_attention_share(
+    curve: AttentionCurve,
+    seq_len: float,
+    cp: int,
+    backward: bool,
+    head_dim: float | None = None,
+) -> float:
+    """Achieved share of the dense peak of one CP rank's causal attention run as torch's
+    ring steps (``ring_sdpa_calls``): the diagonal step at the table's causal share at the
+    local length ``seq_len / cp``, the ``cp - 1`` off-diagonal steps at its no-mask share
+    read at their shorter side ``seq_len / (2 cp)`` (the tables are measured on square calls:
+    an assumption), combined by the FLOPs each does (seconds add: a harmonic mean).
+
+    Source: ring_sdpa_calls; the table's measurements (``curve.source``).
+    """
+    calls = ring_sdpa_calls(seq_len, cp, cp - 1)
+    seconds = 0.0
+    for call in calls:
+        length = min(call.q_len, call.kv_len)
+        share = attention_share(curve, length, call.causal, backward, head_dim)
+        seconds += call.score_pairs / share
+    return sum(c.score_pairs for c in calls) / seconds
+
+
+def ring_merge_bytes(
+    cp: int, out_elements: float, kv_elements: float, fused: bool
+) -> tuple[float, float]:
+    """HBM bytes of torch's ring bookkeeping around the SDPA calls of one layer on the
+    busiest CP rank (rank cp - 1, whose every off-diagonal step merges a whole output and adds a
+    whole query gradient), forward and backward. ``out_elements``: the local attention output
+    (tokens x heads x head dim); ``kv_elements``: the local K plus V as the kernel sees them.
+
+    Eager (each torch op one kernel over HBM; bf16 2 bytes, fp32 4):
+    forward: K, V ``contiguous()`` (2 + 2 per K/V element) and ``torch.cat`` of K and V before
+    every rotation (cp - 1 times, 2 + 2); the merger's ``out.to(float32)`` per step (2 + 4 per
+    output element), per later step ``out - block_out`` (4 + 4 + 4), ``sigmoid(...) * diff``
+    (4 + 4), ``out - ...`` (4 + 4 + 4), and the result's cast back (4 + 2):
+    4 KV cp + O (12 + 38 (cp - 1)).
+    backward: fp32 ``zeros_like`` for dq, dk, dv (4 O + 4 KV); K, V ``contiguous()`` (4 KV);
+    the K/V cats (4 KV per rotation, cp - 1); step 0's ``grad_key += grad_key_`` fp32 += bf16
+    (4 + 2 + 4 per element: 10 KV); each later step ``_partial_update`` on the first half
+    (5 KV) and its ``torch.cat`` (4 + 4: 8 KV); every step the fp32 cat of dk, dv to send
+    (8 KV) and ``grad_query += grad_query_`` (10 O); the final casts to bf16 (6 O + 6 KV):
+    O (10 + 10 cp) + KV (24 + 17 (cp - 1) + 8 cp).
+
+    Fused (the block compiled with its ring, as torchtitan's per-block torch.compile traces
+    it; an assumption, not measured): one K/V copy for the exchange (4 KV); per later step one
+    merge pass reading the fp32 output and the bf16 step output and writing fp32 (10 O);
+    backward one fp32 accumulate-and-pack of dk, dv per step (6 KV at step 0, then 4 + 1 + 4 =
+    9 KV: the received fp32 buffer, half a bf16 gradient, the packed fp32 result), dq's
+    accumulate (10 O per step), and the final dk, dv cast (6 KV):
+    forward 4 KV + 10 O (cp - 1); backward KV (16 + 9 (cp - 1)) + 10 O cp.
+    """
+    o, kv = out_elements, kv_elements
+    if cp <= 1:
+        return 0.0, 0.0
+    if fused:
+        return 4 * kv + 10 * o * (cp - 1), kv * (16 + 9 * (cp - 1)) + 10 * o * cp
+    forward = 4 * kv * cp + o * (12 + 38 * (cp - 1))
+    backward = o * (10 + 10 * cp) + kv * (24 + 17 * (cp - 1) + 8 * cp)
+    return forward, backward

@@ -17,7 +17,14 @@ from dataclasses import InitVar, dataclass, field
 from functools import lru_cache
 
 from explorer.compute.assumptions import DEFAULT_COMPUTE_ASSUMPTIONS, ComputeAssumptions
-from explorer.compute.attention import BACKWARD_FLOPS_RATIO, FP8_SHARE_RATIO, attention_share
+from explorer.compute.attention import (
+    BACKWARD_FLOPS_RATIO,
+    FP8_SHARE_RATIO,
+    TorchCp,
+    attention_share,
+    ring_attention_share,
+    ring_merge_bytes,
+)
 from explorer.compute.casts import CastRecipe, cast_bytes
 from explorer.compute.elementwise import stage_traffic
 from explorer.compute.framework import (
@@ -76,6 +83,14 @@ class ComputeContext:
     """Routed tokens dispatched in FP8 (the comm model's ``CommAssumptions.fp8_dispatch``): the
     experts' input cast runs once per token before the dispatch; False, on each of the top-k
     BF16 copies after it (explorer.compute.kernels.expert_gemms)."""
+    torch_cp: TorchCp = "none"
+    """Context parallelism runs as PyTorch's ring (the comm model's ``CommAssumptions.torch_cp``):
+    per layer, cp SDPA calls per rank and their merges (explorer.compute.attention
+    ring_sdpa_calls, ring_merge_bytes), fused by the compiler under "compiled"; "none": one
+    attention kernel per rank at s / cp."""
+    kv_heads_repeated: bool = False
+    """K and V reach the attention kernel with their heads repeated to the query heads (the
+    comm model's ``CommAssumptions.cp_kv_repeated``): the ring's dk, dv passes are that wide."""
     resolved_policy: PrecisionPolicy | None = None
     """The workload's precision policy when the caller resolved it already (the search does,
     once per problem); None looks it up by its name (unless ``resolved`` is given)."""
@@ -117,6 +132,8 @@ class PassTimes:
     """Attention core forward (what context-parallel transfers hide behind)."""
     dense_efficiency: float
     """Kernel efficiency of the dense GEMMs."""
+    attention_backward_s: float = 0.0
+    """Attention core backward (what torch's ring hides its backward transfers behind)."""
     expert_forward_s: float = 0.0
     """The routed experts' part of ``forward_s``: their grouped GEMMs and the dispatcher's sort
     (Megatron-Core's ``mlp`` node, which its 1F1B all-to-all overlap pairs with the other
@@ -245,6 +262,11 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
             + gemm_efficiency(seq, d * heads, seq, "bf16", ctx.gpu)
         ) / 2
         return flops / (peak * forward), 2 * flops / (peak * forward)
+    elif curve is not None and ctx.torch_cp != "none" and layout.cp > 1 and causal:  # torch ring
+        head_dim = attention_head_dim(ctx.model)
+        forward, backward = _ring_shares(curve, seq, layout.cp, head_dim)
+        if fp8:
+            forward, backward = forward * FP8_SHARE_RATIO, backward * FP8_SHARE_RATIO
     elif curve is not None:  # CP ranks run the kernel on s / cp long blocks
         head_dim = attention_head_dim(ctx.model)
         forward, backward = _curve_shares(curve, seq / layout.cp, causal, head_dim)
@@ -256,7 +278,37 @@ def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
         forward = gemm_efficiency(length, ctx.model.head_size * heads, length, "bf16", ctx.gpu)
         backward = forward
     forward, backward = min(forward, a.max_efficiency), min(backward, a.max_efficiency)
-    return flops / (peak * forward), BACKWARD_FLOPS_RATIO * flops / (peak * backward)
+    merge_f, merge_b = _ring_merge_s(work, ctx) if ctx.torch_cp != "none" else (0.0, 0.0)
+    return (
+        flops / (peak * forward) + merge_f,
+        BACKWARD_FLOPS_RATIO * flops / (peak * backward) + merge_b,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _ring_shares(
+    curve: AttentionCurve, seq: float, cp: int, head_dim: float | None
+) -> tuple[float, float]:
+    """(forward, backward) shares of torch's ring steps (explorer.compute.attention)."""
+    forward = ring_attention_share(curve, seq, cp, backward=False, head_dim=head_dim)
+    return forward, ring_attention_share(curve, seq, cp, backward=True, head_dim=head_dim)
+
+
+def _ring_merge_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
+    """(forward, backward) seconds of torch's ring bookkeeping (its fp32 merges, copies and
+    gradient accumulators: explorer.compute.attention.ring_merge_bytes) for one micro-batch
+    over achievable HBM bandwidth; fused when the block is compiled with its ring."""
+    layout, model = ctx.layout, ctx.model
+    if layout.cp <= 1 or work.num_layers == 0:
+        return 0.0, 0.0
+    tokens = layout.micro_batch_size * ctx.inputs.seq_len / layout.cp
+    heads = model.num_attention_heads / layout.tp
+    out = tokens * heads * model.head_size
+    kv_heads = heads if ctx.kv_heads_repeated else max(1.0, model.kv_heads / layout.tp)
+    kv = tokens * 2 * kv_heads * model.head_size
+    forward, backward = ring_merge_bytes(layout.cp, out, kv, ctx.torch_cp == "compiled")
+    bandwidth = ctx.gpu.hbm_bytes_per_s * ctx.assumptions.hbm_efficiency
+    return work.num_layers * forward / bandwidth, work.num_layers * backward / bandwidth
 
 
 def _head_s(work: StageWork, ctx: ComputeContext, bandwidth: float, k: _Kinds) -> float:
@@ -367,6 +419,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
         recompute_s=recompute,
         attention_forward_s=sms * attention_f,
         dense_efficiency=share,
+        attention_backward_s=sms * attention_b,
         expert_forward_s=exp + sort,
         expert_backward_s=expert_b,
     )

@@ -185,6 +185,8 @@ def _time_work(
         flash_attention=assumptions.memory.flash_attention,
         dropout=assumptions.memory.dropout,
         fp8_dispatch=assumptions.comm.fp8_dispatch,
+        torch_cp=assumptions.comm.torch_cp,
+        kv_heads_repeated=assumptions.comm.cp_kv_repeated,
         resolved_policy=resolved.policy,
         resolved=resolved,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from explorer.compute.assumptions import AttentionKernel
+from explorer.compute.attention import TorchCp
 from explorer.compute.framework import ComputeFramework
 from explorer.compute.gemm import kernel_figures
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
@@ -327,6 +328,27 @@ local expert, ``ComputeAssumptions.grouped_gemm_call_s``); the others run a sing
 grouped kernel (DeepSeek's DeepGEMM, torch._grouped_mm)."""
 
 
+TORCH_CP_FRAMEWORKS: Final = ("torchtitan",)
+"""Stacks whose context parallelism is PyTorch's ring (CommAssumptions.torch_cp): torchtitan
+enters torch.distributed.tensor.experimental.context_parallel around the step
+(torchtitan/utils.py create_context_parallel_ctx at 9dec370) with SDPA held to its flash and
+memory-efficient backends."""
+
+KV_REPEAT_UNTIL: Final = "2026-01-27"
+"""torchtitan PR 2259 ("GQA without kv repeats", 2026-01-27) passes enable_gqa to SDPA; before
+it the models repeat K and V to the query heads (repeat_kv before
+F.scaled_dot_product_attention, torchtitan/models/llama/model.py at 9dec370), which is what
+the CP exchange and its gradients carry (CommAssumptions.cp_kv_repeated)."""
+
+
+def _torch_cp(run: PublishedRun) -> TorchCp:
+    """How a run's stack runs PyTorch's context-parallel ring (CommAssumptions.torch_cp):
+    compiled with its blocks under torch.compile, else eagerly; "none" off torchtitan."""
+    if run.framework not in TORCH_CP_FRAMEWORKS:
+        return "none"
+    return "compiled" if run.torch_compile else "eager"
+
+
 def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -345,6 +367,10 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         cp_comm=run.cp_comm,
         fsdp_backward_prefetch="post" if run.framework == "LLM Foundry" else "pre",
         zero2_grad_sync_per_step=run.framework in STEP_GRAD_SYNC_FRAMEWORKS,
+        torch_cp=_torch_cp(run),
+        cp_kv_repeated=run.framework == "torchtitan"
+        and (date := _source_date(run)) is not None
+        and date < KV_REPEAT_UNTIL,
     )
     compute = replace(
         base.compute,

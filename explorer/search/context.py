@@ -122,6 +122,8 @@ class Contexts:
             flash_attention=self.a.memory.flash_attention,
             dropout=self.a.memory.dropout,
             fp8_dispatch=self.a.comm.fp8_dispatch,
+            torch_cp=self.a.comm.torch_cp,
+            kv_heads_repeated=self.a.comm.cp_kv_repeated,
             resolved_policy=self.policy,
         )
 
