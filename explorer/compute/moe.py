@@ -11,6 +11,9 @@ and skips both. Source: Megatron-Core megatron/core/transformer/moe/token_dispat
 
 from __future__ import annotations
 
+from typing import Final
+
+from explorer.compute.gemm import traffic_bytes
 from explorer.specs import Layout, ModelSpec
 
 
@@ -52,3 +55,33 @@ def expert_cast_reread_bytes(
     megatron/core/transformer/moe/experts.py (TEGroupedMLP.forward).
     """
     return cast_forward * activation_bytes, cast_backward * activation_bytes
+
+
+GROUPED_GEMM_BANDWIDTH_RATIO: Final = 2064 / 2668
+"""HBM bandwidth a single-launch grouped GEMM reaches where its weights' reads bound it, over
+what a plain GEMM reaches (``ComputeAssumptions.hbm_efficiency``'s figure). Source:
+deepseek-ai/DeepGEMM README at commit 78cacf7 (H800): the masked-layout grouped GEMMs of 256
+tokens per expert peak at 2064 GB/s (4 groups x 256 x 4096 x 7168, 932 TFLOPS) where the
+normal GEMMs of 64-128 rows peak at 2668 GB/s (64 x 7168 x 16384); taken as a ratio on every
+GPU (an assumption: no other grouped kernel publishes its memory-bound rows)."""
+
+
+def grouped_gemm_bandwidth(
+    m: float, n: float, k: float, groups: int, dtype: str, bandwidth: float, single_launch: bool
+) -> float:
+    """The bandwidth to time ``groups`` x (m x n x k) as one m x (n groups) x k GEMM with
+    (explorer.compute.kernels): that GEMM's roofline then equals the grouped one's.
+
+    Ledger: each group reads its own m x k rows and k x n weights and writes its m x n output
+    (``groups`` x traffic_bytes(m, n, k)), where the one-GEMM form reads the m x k rows once;
+    a single-launch grouped kernel (DeepGEMM, CUTLASS, torch._grouped_mm) moves them at
+    ``GROUPED_GEMM_BANDWIDTH_RATIO`` of the plain GEMMs' bandwidth, Transformer Engine's
+    per-expert cuBLAS GEMMs (``single_launch`` False) at the plain GEMMs' own. Source:
+    explorer.compute.gemm.traffic_bytes; GROUPED_GEMM_BANDWIDTH_RATIO.
+    """
+    if groups <= 1 and not single_launch:
+        return bandwidth
+    one = traffic_bytes(m, n * groups, k, dtype)
+    grouped = groups * traffic_bytes(m, n, k, dtype)
+    ratio = GROUPED_GEMM_BANDWIDTH_RATIO if single_launch else 1.0
+    return bandwidth * ratio * one / grouped
