@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
+from explorer.compute.moe import grouped_gemm_bandwidth
 from explorer.flops import attention_projection_weights
 from explorer.precision import LOW_PRECISION_COMPUTE
 from explorer.specs import GemmDType, GpuSpec, Layout, ModelSpec
@@ -144,8 +145,12 @@ def _one(
     floor = g.calls * call_s if g.expert else 0.0
 
     def seconds(m: float, n: float, k: float, groups: int) -> float:
-        # grouped: every group's tiles share the waves; m (tokens per expert) pads per group
-        eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bandwidth, recipe))
+        # grouped: every group's tiles share the waves; m (tokens per expert) pads per group;
+        # its roofline is the grouped kernel's (explorer.compute.moe.grouped_gemm_bandwidth)
+        bw = bandwidth
+        if g.expert:
+            bw = grouped_gemm_bandwidth(m, n, k, groups, fmt, bandwidth, single_launch=not call_s)
+        eff = min(cap, scale * gemm_efficiency(m, n * groups, k, fmt, gpu, bw, recipe))
         return max(floor, 2.0 * m * n * k * groups / (peak * eff))
 
     casts = 1.0 if fmt in LOW_PRECISION_COMPUTE else 0.0

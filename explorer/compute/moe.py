@@ -11,6 +11,9 @@ and skips both. Source: Megatron-Core megatron/core/transformer/moe/token_dispat
 
 from __future__ import annotations
 
+from typing import Final
+
+from explorer.compute.gemm import traffic_bytes
 from explorer.specs import Layout, ModelSpec
 
 
@@ -26,3 +29,59 @@ def chunk_sort_elements(model: ModelSpec, layout: Layout) -> float:
     if model.n_routed_experts // layout.ep <= 1:
         return 0.0
     return 4 * model.num_experts_per_tok * model.hidden_size / layout.tp
+
+
+def expert_cast_reread_bytes(
+    cast_forward: float, cast_backward: float, activation_bytes: float
+) -> tuple[float, float]:
+    """(forward, backward) HBM bytes the routed experts' low-precision casts read beyond what
+    the cast ledger charges (explorer.compute.casts assumes the BF16 read fused into the
+    kernel that produced the tensor), per micro-batch: every cast element's BF16 copy once.
+
+    ``cast_forward`` / ``cast_backward``: the expert GEMMs' cast elements of a pass (their
+    inputs forward: the dispatched tokens, h wide, and the activation's output, the expert
+    width; their output gradients backward: the combine's gradient, h wide, and the up
+    projection's, its width), the busiest GPU's imbalance included. Ledger: Megatron-Core's
+    TEGroupedMLP hands GroupedLinear BF16 tokens (the all-to-all dispatcher's sort, the flex
+    dispatchers' receive buffers) and the BF16 output of its activation (bias_swiglu); the
+    backward hands it BF16 gradients (the combine's and the activation's backward).
+    GroupedLinear quantizes each one in ``tex.split_quantize``, which for MXFP8, FP8 current
+    scaling and blockwise runs one quantize kernel per local expert over that expert's rows
+    ("Quantize kernels individually"; only FP8 delayed scaling has the fused multi-tensor
+    cast-transpose), each a BF16 read of its own. Source: NVIDIA/TransformerEngine v2.9
+    transformer_engine/pytorch/module/grouped_linear.py (_GroupedLinear.forward / backward:
+    tex.split_quantize of inp_view and grad_output) and pytorch/csrc/extensions/cast.cpp
+    (split_quantize, multi_tensor_quantize_impl); Megatron-LM
+    megatron/core/transformer/moe/experts.py (TEGroupedMLP.forward).
+    """
+    return cast_forward * activation_bytes, cast_backward * activation_bytes
+
+
+GROUPED_GEMM_BANDWIDTH_RATIO: Final = 2064 / 2668
+"""HBM bandwidth a single-launch grouped GEMM reaches where its weights' reads bound it, over
+what a plain GEMM reaches (``ComputeAssumptions.hbm_efficiency``'s figure). Source:
+deepseek-ai/DeepGEMM README at commit 78cacf7 (H800): the masked-layout grouped GEMMs of 256
+tokens per expert peak at 2064 GB/s (4 groups x 256 x 4096 x 7168, 932 TFLOPS) where the
+normal GEMMs of 64-128 rows peak at 2668 GB/s (64 x 7168 x 16384); taken as a ratio on every
+GPU (an assumption: no other grouped kernel publishes its memory-bound rows)."""
+
+
+def grouped_gemm_bandwidth(
+    m: float, n: float, k: float, groups: int, dtype: str, bandwidth: float, single_launch: bool
+) -> float:
+    """The bandwidth to time ``groups`` x (m x n x k) as one m x (n groups) x k GEMM with
+    (explorer.compute.kernels): that GEMM's roofline then equals the grouped one's.
+
+    Ledger: each group reads its own m x k rows and k x n weights and writes its m x n output
+    (``groups`` x traffic_bytes(m, n, k)), where the one-GEMM form reads the m x k rows once;
+    a single-launch grouped kernel (DeepGEMM, CUTLASS, torch._grouped_mm) moves them at
+    ``GROUPED_GEMM_BANDWIDTH_RATIO`` of the plain GEMMs' bandwidth, Transformer Engine's
+    per-expert cuBLAS GEMMs (``single_launch`` False) at the plain GEMMs' own. Source:
+    explorer.compute.gemm.traffic_bytes; GROUPED_GEMM_BANDWIDTH_RATIO.
+    """
+    if groups <= 1 and not single_launch:
+        return bandwidth
+    one = traffic_bytes(m, n * groups, k, dtype)
+    grouped = groups * traffic_bytes(m, n, k, dtype)
+    ratio = GROUPED_GEMM_BANDWIDTH_RATIO if single_launch else 1.0
+    return bandwidth * ratio * one / grouped
