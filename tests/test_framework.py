@@ -72,8 +72,10 @@ def test_an_eager_llama_block_is_the_sum_of_its_ops() -> None:
     traffic = stage_traffic(_work(False, False, one), one, Layout(), 8192, True, False, "eager")
     assert 2 * traffic.blocks == pytest.approx(by_hand, rel=REL)
     fused = stage_traffic(_work(False, False, one), one, Layout(), 8192, True, False)
-    assert 2 * fused.blocks == pytest.approx(2 * (10 * H + 3 * F), rel=REL)  # today's ledger
-    assert fused.backward == pytest.approx(2 * fused.blocks, rel=REL)
+    # the fused ledger: norms, residuals and SwiGLU once each, and RoPE's one pass over q and k
+    assert 2 * fused.blocks == pytest.approx(2 * (10 * H + 3 * F + 2 * (Q + KV)), rel=REL)
+    # backward twice the norms', residuals' and SwiGLU's; RoPE's backward one pass as its forward
+    assert fused.backward == pytest.approx(2 * (10 * H + 3 * F) + 2 * (Q + KV), rel=REL)
 
 
 def test_torchtitan_fused_rmsnorm_runs_each_norm_as_one_kernel() -> None:
