@@ -72,8 +72,10 @@ def test_an_eager_llama_block_is_the_sum_of_its_ops() -> None:
     traffic = stage_traffic(_work(False, False, one), one, Layout(), 8192, True, False, "eager")
     assert 2 * traffic.blocks == pytest.approx(by_hand, rel=REL)
     fused = stage_traffic(_work(False, False, one), one, Layout(), 8192, True, False)
-    assert 2 * fused.blocks == pytest.approx(2 * (10 * H + 3 * F), rel=REL)  # today's ledger
-    assert fused.backward == pytest.approx(2 * fused.blocks, rel=REL)
+    # the fused ledger: norms, residuals and SwiGLU once each, and RoPE's one pass over q and k
+    assert 2 * fused.blocks == pytest.approx(2 * (10 * H + 3 * F + 2 * (Q + KV)), rel=REL)
+    # backward twice the norms', residuals' and SwiGLU's; RoPE's backward one pass as its forward
+    assert fused.backward == pytest.approx(2 * (10 * H + 3 * F) + 2 * (Q + KV), rel=REL)
 
 
 def test_torchtitan_fused_rmsnorm_runs_each_norm_as_one_kernel() -> None:
@@ -182,10 +184,15 @@ def test_dtensor_sp_collectives_copy_their_whole_buffer_once_each(monkeypatch) -
     assert not FRAMEWORKS["megatron"].tp_chunk_cat  # sequence-first: gathers dim 0
 
 
-def test_the_fp32_loss_moves_14_bytes_forward_and_22_backward_per_logit() -> None:
-    # forward: logits.float() 2+4, log_softmax 4+4; backward: nll_loss_backward's zero-filled
-    # 4, log_softmax_backward 8+4, the cast back 4+2
-    forward, backward = (2 + 4) + (4 + 4), 4 + (8 + 4) + (4 + 2)
+def test_the_fp32_losses_move_14_plus_22_bytes_torchtitan_and_26_plus_14_megatron() -> None:
+    # torchtitan, forward: logits.float() 2+4, log_softmax 4+4; backward: nll_loss_backward's
+    # zero-filled 4, log_softmax_backward 8+4, the cast back 4+2
+    titan_f, titan_b = (2 + 4) + (4 + 4), 4 + (8 + 4) + (4 + 2)
+    # Megatron-Core (fusions/fused_cross_entropy.py), forward: upcast and max 2+4, exp in place
+    # 4+4, row sum 4, div_ 4+4; backward: scale in place 4+4, cast to bf16 4+2
+    mcore_f, mcore_b = (2 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
+    assert (titan_f, titan_b, mcore_f, mcore_b) == (14, 22, 26, 14)
+    forward, backward = titan_f - mcore_f, titan_b - mcore_b
     layout = Layout(dp=8, zero=1, micro_batch_size=2)
     logits = 2 * 8192 * LLAMA.vocab_size  # per micro-batch
     last, inner = _work(), _work(first=True, last=False)

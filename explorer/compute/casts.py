@@ -3,9 +3,18 @@ moves.
 
 Every FP8 GEMM input (activations forward, output gradients backward) is written in FP8 twice,
 row- and column-wise (the weight-gradient GEMM reads the other direction): 1 + 1 bytes per
-element. The BF16 read is fused into the kernel that produced the tensor (Transformer Engine's
-LayerNormLinear, fused activation-cast and cast-transpose kernels), whose traffic
-explorer.compute.elementwise already counts. What the recipes add:
+element. Reading the BF16 tensor is fused into the kernel that produced it only where that kernel
+is a Transformer Engine norm fused into the linear (LayerNormLinear, Megatron-Core's
+TELayerNormColumnParallelLinear) under delayed scaling, whose norm writes FP8 directly, or under
+current scaling, whose norm computes the amax as it writes BF16 and leaves one read to the cast
+(TE transformer_engine/pytorch/csrc/extensions/normalization.cpp, layernorm_fwd / rmsnorm_fwd:
+force_unfused_kernel is false for Float8Quantizer only; create_hp_tensor_with_amax, then
+quantize_with_amax, for current scaling; every other recipe's norm writes BF16 and quantizes it
+after). Every other cast reads its BF16 input once more (``UNFUSED_READ_BYTES``): the attention
+output and the activation output that TE's Linear quantizes (Megatron-Core runs the activation
+between TE's fc1 and fc2: megatron/core/transformer/mlp.py bias_gelu_impl / bias_swiglu_impl),
+and every output gradient (TE's grad_output cast-transpose). The norms' own traffic is
+explorer.compute.elementwise's. What the recipes add:
 - per-tensor delayed scaling: the scale comes from the amax history and this tensor's amax is
   reduced inside the cast: nothing more (Transformer Engine, "Using FP8 with Transformer
   Engine": DelayedScaling);
@@ -57,3 +66,23 @@ def cast_bytes(elements: float, recipe: CastRecipe) -> float:
     """HBM bytes the low-precision casts of ``elements`` GEMM-input elements move. Source:
     module docstring."""
     return elements * CAST_BYTES_PER_ELEMENT[recipe]
+
+
+UNFUSED_READ_BYTES = 2.0
+"""The BF16 read of a GEMM input by its own cast kernel, bytes per element, where no fused norm
+produced it (module docstring)."""
+
+NORM_FUSED_RECIPES: tuple[str, ...] = ("delayed", "current")
+"""Recipes whose casts of a TE norm's output need no read beyond CAST_BYTES_PER_ELEMENT
+(module docstring: delayed scaling's fused norm-cast; current scaling's amax in the norm)."""
+
+
+def cast_weight(recipe: str, norm_input: bool) -> float:
+    """Cast elements, in ``cast_bytes``' units, per GEMM-input element: 1 where the recipe's
+    ledger covers the whole cast (a fused norm's output under NORM_FUSED_RECIPES), else 1 +
+    UNFUSED_READ_BYTES / the recipe's bytes per element (the cast reads the BF16 input too);
+    1 for a recipe not named (``""``: no cast ledger chosen). Source: module docstring."""
+    per_element = CAST_BYTES_PER_ELEMENT.get(recipe)  # type: ignore[call-overload]
+    if per_element is None or (norm_input and recipe in NORM_FUSED_RECIPES):
+        return 1.0
+    return 1.0 + UNFUSED_READ_BYTES / per_element

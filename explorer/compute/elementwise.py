@@ -10,7 +10,8 @@ Table 2 names the same tensors). The backward pass moves about twice the forward
 
 Three ledgers (explorer.compute.framework names which a stack runs): ``fused`` counts every
 norm, residual add and activation as one kernel that reads its inputs and writes its output
-once (Megatron-Core with Transformer Engine; RoPE, fused by TE, is left out as before);
+once (Megatron-Core with Transformer Engine), RoPE as the one kernel over q and k that
+Megatron-Core calls before the attention core (``fused_rope``);
 ``eager`` counts the ops PyTorch eager autograd launches for torchtitan's Llama code, fp32
 intermediates included, with their backward formulas; ``compiled`` counts what Inductor
 leaves when it fuses each block's pointwise chains and reductions (torch.compile per block).
@@ -215,6 +216,20 @@ def triton_flash_attention_glue(model: ModelSpec, layout: Layout) -> Ledger:
     return Ledger(0.0, 2 * q + 3 * q + 2 * q + 2 * (q + 2 * k), 0, 4)
 
 
+def fused_rope(model: ModelSpec, layout: Layout) -> Ledger:
+    """RoPE under the fused ledger: one kernel on q and one on k, each reading and writing the
+    rotated channels (2 (q + k) elements), the same again backward (the gradient rotated back);
+    its launches are already among FUSED_LAUNCHES. Megatron-Core applies it between the QKV
+    projection and the attention core, as TE's fused RoPE kernel (apply_rope_fusion) or PyTorch
+    ops: megatron/core/models/common/embeddings/rope_utils.py apply_rotary_pos_emb
+    (fused_apply_rotary_pos_emb, TE's FusedRoPEFunc: tex.fused_rope_forward / _backward, one
+    output the size of the input). None with learned positions or ALiBi."""
+    if model.learned_position_embeddings or model.alibi:
+        return Ledger(0.0, 0.0, 0, 0)
+    q, k = _attention_widths(model, layout.tp)
+    return Ledger(2 * (q + k), 2 * (q + k), 0, 0)
+
+
 def fused_activation(model: ModelSpec, width: float) -> Ledger:
     """One activation kernel: SwiGLU reads 2 f, writes f; GELU reads and writes f; backward
     twice."""
@@ -252,7 +267,7 @@ def block_ledger(
     ``triton_attention`` the Triton FlashAttention's glue (triton_flash_attention_glue).
 
     ``fused``: the ledger of ``hidden_elements_per_layer`` and ``mlp_elements_per_layer``
-    (RoPE left out, as Transformer Engine fuses it into its attention path); ``eager``: the
+    and ``fused_rope``; ``eager``: the
     per-op functions above, norms of LayerNorm models (or all, with ``fused_norm``: torchtitan's
     norm_type fused_rmsnorm Triton kernel) as one kernel;
     ``compiled``: each norm, residual, RoPE, repeat and activation as one kernel (Inductor
@@ -264,7 +279,8 @@ def block_ledger(
         hidden = hidden_elements_per_layer(model, layout, dropout)
         mlp = mlp_elements_per_layer(model, layout, moe)
         forward = hidden + mlp
-        return Ledger(forward, 2 * forward, FUSED_LAUNCHES, 2 * FUSED_LAUNCHES)
+        found = Ledger(forward, 2 * forward, FUSED_LAUNCHES, 2 * FUSED_LAUNCHES)
+        return found + fused_rope(model, layout)
     width = model.hidden_size / (layout.tp if layout.sp else 1)
     q, k = _attention_widths(model, layout.tp)
     f = _mlp_width(model, layout.tp, moe)
@@ -364,7 +380,7 @@ def single_module_ledger(
         f = model.intermediate_size / layout.tp
         act = eager_activation(model, f) if ledger == "eager" else fused_activation(model, f)
         return found + act
-    if ledger == "fused":  # as block_ledger's fused ledger: TE fuses RoPE, no repeat
+    if ledger == "fused":  # no GQA repeat under TE; RoPE on the hybrid's blocks not counted
         return found
     q, k = _attention_widths(model, layout.tp)
     if ledger == "eager" and not model.learned_position_embeddings:

@@ -28,6 +28,8 @@ MemoryBoundLedger = Literal["fused", "eager", "compiled"]
 """Which kernels a block's norms, RoPE, activations and residuals run as."""
 OptimizerForm = Literal["fused", "foreach"]
 """One fused multi-tensor Adam pass, or torch.optim's foreach AdamW (one pass per op)."""
+LossLedger = Literal["torch", "megatron"]
+"""Which fp32 cross-entropy ops a stack runs over the logits (loss_elements)."""
 
 EAGER_KERNEL_ISSUE_S: Final = 5e-6
 """CPU seconds to issue one kernel from eager PyTorch (Python, autograd recording, dispatcher,
@@ -43,8 +45,9 @@ class FrameworkProfile:
 
     ledger: MemoryBoundLedger
     fp32_loss: bool
-    """The logits are cast to fp32 and the cross-entropy runs as log_softmax + nll_loss
-    (explorer.compute.framework.loss_elements); False: a fused cross-entropy, not charged."""
+    """The logits are cast to fp32 before the cross-entropy, whose passes over them
+    ``loss_ledger`` names (explorer.compute.framework.loss_elements); False: a fused kernel
+    over the bf16 logits, not charged."""
     fsdp2_copies: bool
     """Under ZeRO-3, FSDP2's copy-out after each parameter all-gather and copy-in before each
     gradient reduce-scatter run on the compute stream (fsdp_copy_bytes_per_param)."""
@@ -60,6 +63,9 @@ class FrameworkProfile:
     """Under ZeRO-3, FSDP1's flat parameter: the backward of its views gathers the
     parameters' gradients into the flat gradient, and the post-backward hook casts it to the
     reduce dtype before the reduce-scatter (fsdp1_grad_bytes_per_param)."""
+    loss_ledger: LossLedger = "torch"
+    """``torch``: log_softmax + nll_loss (torchtitan's F.cross_entropy); ``megatron``:
+    Megatron-Core's vocab-parallel cross-entropy (loss_elements)."""
     tp_chunk_cat: bool = False
     """Tensor parallelism through DTensor on batch-first activations: sequence parallelism
     shards dim 1, so every SP all-gather and reduce-scatter copies the whole buffer once on
@@ -69,12 +75,15 @@ class FrameworkProfile:
 FRAMEWORKS: Final[dict[ComputeFramework, FrameworkProfile]] = {
     "megatron": FrameworkProfile(
         ledger="fused",
-        fp32_loss=False,
+        fp32_loss=True,
+        loss_ledger="megatron",
         fsdp2_copies=False,
         optimizer="fused",
         kernel_issue_s=0.0,
-        source="Megatron-Core with Transformer Engine: fused norm, bias-dropout-add, SwiGLU "
-        "and cross-entropy kernels (megatron/core/fusions), DistributedOptimizer's "
+        source="Megatron-Core with Transformer Engine: fused norm, bias-dropout-add and SwiGLU "
+        "kernels (megatron/core/fusions); its vocab-parallel cross-entropy, fused or not, "
+        "upcasts the logits to fp32 (tensor_parallel/cross_entropy.py calculate_logits_max, "
+        "fusions/fused_cross_entropy.py: loss_elements); DistributedOptimizer's "
         "multi-tensor Adam; issue cost 0 as the estimate had it (set compute.kernel_issue_s "
         "to charge one)",
     ),
@@ -153,16 +162,28 @@ def framework_profile(name: ComputeFramework) -> FrameworkProfile:
     return FRAMEWORKS[name]
 
 
-def loss_elements(vocab_per_gpu: float) -> tuple[float, float]:
+def loss_elements(vocab_per_gpu: float, ledger: LossLedger = "torch") -> tuple[float, float]:
     """(forward, backward) 2-byte elements per token of an fp32 cross-entropy over the logits.
 
-    Ledger (fp32 counted as two elements): forward ``logits.float()`` reads 1 and writes 2,
+    ``megatron``, in bytes per logit: the upcast fused with the row max reads 2 and writes 4;
+    exp(x - max) in place 4 + 4; the row sum reads 4; the division into the softmax saved for
+    backward 4 + 4 (26 bytes, 13 elements); backward scales it in place by the output gradient
+    (4 + 4) and casts it to the logits' dtype (4 + 2; 14 bytes, 7 elements). Source:
+    Megatron-Core megatron/core/fusions/fused_cross_entropy.py (calculate_logits_max,
+    _exp_logits_inplace, sum, calculate_cross_entropy_loss's div_; calculate_gradients:
+    _scale_gradients_inplace, .to(logits_dtype)) over tensor_parallel/cross_entropy.py's
+    VocabParallelCrossEntropy, whose unfused path adds an in-place subtraction (8 bytes): the
+    fused count is the lower bound of the two.
+
+    ``torch`` (fp32 counted as two elements): forward ``logits.float()`` reads 1 and writes 2,
     log_softmax reads 2 and writes 2 (each row read once: a lower bound, as rows of 128k do
     not fit on chip); backward nll_loss_backward writes a zero-filled 2, log_softmax_backward
     reads 4 and writes 2, the cast back reads 2 and writes 1. Per vocabulary entry on the GPU
     (V / tp under torchtitan's loss parallel). Source: torchtitan 9dec370 train.py loss_fn;
     F.cross_entropy is log_softmax + nll_loss (torch/nn/functional.py).
     """
+    if ledger == "megatron":
+        return 13.0 * vocab_per_gpu, 7.0 * vocab_per_gpu
     return 7.0 * vocab_per_gpu, 11.0 * vocab_per_gpu
 
 

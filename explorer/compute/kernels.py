@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from explorer.compute.casts import cast_weight
 from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
 from explorer.compute.moe import grouped_gemm_bandwidth
 from explorer.flops import attention_projection_weights
@@ -46,6 +47,11 @@ class Gemm:
     """Separate GEMM calls the host issues per pass (a grouped GEMM run as one call per local
     expert: Transformer Engine GroupedLinear); each lasts at least ``call_s`` of
     ``gemm_times``."""
+    norm_input: bool = False
+    """Its input is a norm's output that Transformer Engine fuses into the linear (Megatron-Core's
+    TELayerNormColumnParallelLinear: a block's attention input projection and a dense MLP's up
+    projection, megatron/core/models/gpt/gpt_layer_specs.py): under delayed or current scaling
+    its cast needs no separate BF16 read (explorer.compute.casts.cast_weight)."""
 
     @property
     def flops(self) -> float:
@@ -55,7 +61,9 @@ class Gemm:
 @dataclass(frozen=True, slots=True)
 class GemmTimes:
     """Seconds of a set of GEMMs per micro-batch: forward, input gradient, weight gradient;
-    their forward FLOPs; and the elements FP8 casts read per pass (inputs, output grads)."""
+    their forward FLOPs; and the elements FP8 casts read per pass (inputs, output grads), in
+    explorer.compute.casts.cast_bytes' units: an input the cast reads in BF16 too counts
+    ``cast_weight`` times (casts.cast_weight)."""
 
     forward_s: float = 0.0
     dgrad_s: float = 0.0
@@ -82,14 +90,19 @@ def attention_gemms(model: ModelSpec, tokens: float, tp: int) -> list[Gemm]:
     h = model.hidden_size
     out_width = model.num_attention_heads * (model.v_head_dim if model.is_mla else model.head_size)
     in_width = attention_projection_weights(model) / h - out_width
-    return [Gemm(tokens, in_width / tp, h), Gemm(tokens, h, out_width / tp)]
+    fused = not model.is_mla  # MLA's down projections follow a separate TENorm
+    return [Gemm(tokens, in_width / tp, h, norm_input=fused), Gemm(tokens, h, out_width / tp)]
 
 
-def mlp_gemms(model: ModelSpec, tokens: float, width: float, tp: int) -> list[Gemm]:
-    """Up (gate and up, fused, for SwiGLU) and down projections of an MLP of ``width``."""
+def mlp_gemms(
+    model: ModelSpec, tokens: float, width: float, tp: int, norm_input: bool = False
+) -> list[Gemm]:
+    """Up (gate and up, fused, for SwiGLU) and down projections of an MLP of ``width``;
+    ``norm_input``: the up projection's input is a fused norm's (a dense block's MLP; an MoE
+    block's shared experts follow a separate TENorm: Gemm.norm_input)."""
     up = (2 if model.ffn_kind == "swiglu" else 1) * width
     h = model.hidden_size
-    return [Gemm(tokens, up / tp, h), Gemm(tokens, h, width / tp)]
+    return [Gemm(tokens, up / tp, h, norm_input=norm_input), Gemm(tokens, h, width / tp)]
 
 
 def expert_gemms(
@@ -123,7 +136,7 @@ def block_gemms(
     tokens = layout.micro_batch_size * seq_len / layout.cp
     found = attention_gemms(model, tokens, layout.tp)
     if not moe:
-        return found + mlp_gemms(model, tokens, model.intermediate_size, layout.tp)
+        return found + mlp_gemms(model, tokens, model.intermediate_size, layout.tp, True)
     if model.shared_ffn_size:
         found += mlp_gemms(model, tokens, model.shared_ffn_size, layout.tp)
     return found + expert_gemms(model, layout, tokens, fp8_dispatch)
@@ -154,13 +167,15 @@ def _one(
         return max(floor, 2.0 * m * n * k * groups / (peak * eff))
 
     casts = 1.0 if fmt in LOW_PRECISION_COMPUTE else 0.0
+    read_in = cast_weight(recipe, g.norm_input)  # the BF16 read where no fused norm did it
+    read_grad = cast_weight(recipe, False)  # output gradients: never a fused norm's
     return GemmTimes(
         forward_s=seconds(g.m, g.n, g.k, g.groups),
         dgrad_s=seconds(g.m, g.k, g.n, g.groups),
         wgrad_s=seconds(g.n, g.k, g.m, g.groups),
         flops=g.flops,
-        cast_forward=casts * g.m * g.k * g.groups / g.input_copies,
-        cast_backward=casts * g.m * g.n * g.groups,
+        cast_forward=casts * read_in * g.m * g.k * g.groups / g.input_copies,
+        cast_backward=casts * read_grad * g.m * g.n * g.groups,
         launches=3,
     )
 

@@ -443,7 +443,7 @@ def _framework_s(
     profile, layout = framework_profile(ctx.assumptions.framework), ctx.layout
     forward = backward = 0.0
     if profile.fp32_loss and work.head_flops:
-        f, b = loss_elements(ctx.model.vocab_size / layout.tp)
+        f, b = loss_elements(ctx.model.vocab_size / layout.tp, profile.loss_ledger)
         forward, backward = f * per_element, b * per_element
     if (profile.fsdp2_copies or profile.fsdp1_flat_grads) and layout.zero >= 3:
         params = work.dense_params / layout.tp + work.expert_params / (layout.ep * layout.etp)
