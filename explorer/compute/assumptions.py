@@ -108,14 +108,6 @@ class ComputeAssumptions:
     the flex dispatcher DeepEP's kernels take ``moe_deepep_num_sms`` = 20 SMs, HybridEP's 16:
     Megatron-Core transformer_config.py)."""
 
-    expert_cast_reads_input: bool = True
-    """The routed experts' FP8 / FP4 input and output-gradient casts run as kernels of their
-    own that read the BF16 tokens again (Transformer Engine GroupedLinear: ``split_quantize``
-    of the dispatched tokens, one quantize per local expert; explorer.compute.moe), where the
-    dense casts are fused into the kernel that produced the tensor. False for a stack whose
-    dispatch or activation kernel writes the low-precision copy itself (DeepSeek-V3's FP8
-    dispatch)."""
-
     def __post_init__(self) -> None:
         if self.grouped_gemm_call_s < 0:
             raise ValueError(

@@ -44,7 +44,7 @@ from explorer.compute.gemm import (
     peak_flops_per_s,
 )
 from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
-from explorer.compute.moe import chunk_sort_elements, expert_cast_reread_bytes
+from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
 from explorer.presets import attention_curves
@@ -391,31 +391,23 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
     recipe = cast_recipe(ctx)
     cast_f = cast_bytes(g.cast_forward, recipe) / bandwidth
     cast_b = cast_bytes(g.cast_backward, recipe) / bandwidth
-    reread_f = reread_b = 0.0  # the experts' casts read their BF16 input again (compute.moe)
-    if a.expert_cast_reads_input and l_moe:
-        e = k.experts
-        f_bytes, b_bytes = expert_cast_reread_bytes(
-            l_moe * imbalance * e.cast_forward, l_moe * imbalance * e.cast_backward,
-            ctx.policy.activation_bytes,
-        )  # fmt: skip
-        reread_f, reread_b = f_bytes / bandwidth, b_bytes / bandwidth
     launches = g.launches + 3 * MEMORY_BOUND_LAUNCHES * work.num_layers
     gap = 0.0 if a.cuda_graphs else a.kernel_gap_s  # a graph replays without gaps
     gap_f, gap_b = gap * launches / 3, gap * launches / 3
     linear_f = sms * g.forward_s
-    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f + extra_f + sort + reread_f
+    blocks = linear_f + sms * attention_f + memory + cast_f + gap_f + extra_f + sort
     r = recompute_shares(ctx.model, layout, work.num_layers, moe, seq)
     lin = sms * (l_dense * k.dense.forward_s + l_moe * k.moe.forward_s)  # dense GEMMs, routers
     lin += sms * (b_dense * kb.dense.forward_s + b_moe * kb.moe.forward_s)
     exp = sms * imbalance * (l_moe * k.experts.forward_s + b_moe * kb.experts.forward_s)
-    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort + reread_f)
+    recompute = r.linear * (lin + cast_f + gap_f) + r.expert * (exp + sort)
     grads = l_moe * (k.experts.dgrad_s + k.experts.wgrad_s)
     grads += b_moe * (kb.experts.dgrad_s + kb.experts.wgrad_s)
-    expert_b = sms * imbalance * grads + sort + reread_b + r.expert * (exp + sort + reread_f)
+    expert_b = sms * imbalance * grads + sort + r.expert * (exp + sort)
     recompute += r.attention * (sms * attention_f + attention_memory)
     recompute += r.memory_bound * (memory - attention_memory)
     backward = sms * (g.dgrad_s + head + attention_b) + traffic.backward * per_element
-    backward += cast_b + gap_b + extra_b + sort + reread_b
+    backward += cast_b + gap_b + extra_b + sort
     weight = sms * (g.wgrad_s + head) + gap_b
     issue = _issue_s(work, ctx, g.launches / 3, traffic.forward_launches)
     forward = blocks + sms * head
@@ -428,7 +420,7 @@ def pass_times(work: StageWork, ctx: ComputeContext) -> PassTimes:
         attention_forward_s=sms * attention_f,
         dense_efficiency=share,
         attention_backward_s=sms * attention_b,
-        expert_forward_s=exp + sort + reread_f,
+        expert_forward_s=exp + sort,
         expert_backward_s=expert_b,
     )
 

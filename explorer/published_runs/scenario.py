@@ -383,9 +383,7 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
     if run.moe_a2a_overlap:  # --overlap-moe-expert-parallel-comm: DualPipe's batch-level overlap
         comm = replace(comm, ep_overlap=comm.dualpipe_ep_overlap)
     if run.framework not in MEGATRON_CORE_FRAMEWORKS:
-        compute = replace(
-            compute, grouped_gemm_call_s=0.0, ep_chunk_sort=False, expert_cast_reads_input=False
-        )
+        compute = replace(compute, grouped_gemm_call_s=0.0, ep_chunk_sort=False)
     if run.ep_dispatcher != "alltoall":  # the flex dispatcher: tokens arrive grouped by expert
         compute = replace(compute, ep_chunk_sort=False)
     sms = kernel_figures(load_gpu(run.gpu)).num_sms
