@@ -31,32 +31,6 @@ def chunk_sort_elements(model: ModelSpec, layout: Layout) -> float:
     return 4 * model.num_experts_per_tok * model.hidden_size / layout.tp
 
 
-def expert_cast_reread_bytes(
-    cast_forward: float, cast_backward: float, activation_bytes: float
-) -> tuple[float, float]:
-    """(forward, backward) HBM bytes the routed experts' low-precision casts read beyond what
-    the cast ledger charges (explorer.compute.casts assumes the BF16 read fused into the
-    kernel that produced the tensor), per micro-batch: every cast element's BF16 copy once.
-
-    ``cast_forward`` / ``cast_backward``: the expert GEMMs' cast elements of a pass (their
-    inputs forward: the dispatched tokens, h wide, and the activation's output, the expert
-    width; their output gradients backward: the combine's gradient, h wide, and the up
-    projection's, its width), the busiest GPU's imbalance included. Ledger: Megatron-Core's
-    TEGroupedMLP hands GroupedLinear BF16 tokens (the all-to-all dispatcher's sort, the flex
-    dispatchers' receive buffers) and the BF16 output of its activation (bias_swiglu); the
-    backward hands it BF16 gradients (the combine's and the activation's backward).
-    GroupedLinear quantizes each one in ``tex.split_quantize``, which for MXFP8, FP8 current
-    scaling and blockwise runs one quantize kernel per local expert over that expert's rows
-    ("Quantize kernels individually"; only FP8 delayed scaling has the fused multi-tensor
-    cast-transpose), each a BF16 read of its own. Source: NVIDIA/TransformerEngine v2.9
-    transformer_engine/pytorch/module/grouped_linear.py (_GroupedLinear.forward / backward:
-    tex.split_quantize of inp_view and grad_output) and pytorch/csrc/extensions/cast.cpp
-    (split_quantize, multi_tensor_quantize_impl); Megatron-LM
-    megatron/core/transformer/moe/experts.py (TEGroupedMLP.forward).
-    """
-    return cast_forward * activation_bytes, cast_backward * activation_bytes
-
-
 GROUPED_GEMM_BANDWIDTH_RATIO: Final = 2064 / 2668
 """HBM bandwidth a single-launch grouped GEMM reaches where its weights' reads bound it, over
 what a plain GEMM reaches (``ComputeAssumptions.hbm_efficiency``'s figure). Source:
