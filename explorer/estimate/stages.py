@@ -59,6 +59,15 @@ class EstimateAssumptions:
     """How the pipeline is timed (explorer.estimate.pipeline): closed forms where they apply,
     or always the simulator (slower, exact for unequal stages)."""
 
+    def __post_init__(self) -> None:
+        # a once-a-step ZeRO-2 reduce-scatter needs the unsharded accumulation in memory
+        # (explorer.memory.accumulation), and the accumulation needs the once-a-step scatter
+        if self.comm.zero2_grad_sync_per_step != self.memory.zero2_accumulates_unsharded:
+            raise ValueError(
+                "comm.zero2_grad_sync_per_step and memory.zero2_accumulates_unsharded must "
+                "agree: a gradient reduced once a step accumulates unsharded until then"
+            )
+
 
 DEFAULT_ESTIMATE_ASSUMPTIONS = EstimateAssumptions()
 

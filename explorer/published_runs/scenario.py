@@ -309,8 +309,21 @@ def _dispatch_and_graphs(run: PublishedRun) -> dict[str, Any]:
 STEP_GRAD_SYNC_FRAMEWORKS: Final = ("Meta (Llama 3 paper)",)
 """Stacks whose sharded data parallelism accumulates gradients over the micro-batches and
 reduce-scatters once a step (CommAssumptions.zero2_grad_sync_per_step). Source: Llama 3 paper
-(arXiv:2407.21783) sec. 3.3.2 (FSDP "synchronizes after each training step") and sec. 3.3.4
-(FP32 gradient accumulation over micro-batches, FP32 reduce-scatter)."""
+(arXiv:2407.21783) sec. 3.3.2 (FSDP "synchronizes after each training step"; Numerical
+stability: FP32 gradient accumulation over micro-batches, FP32 reduce-scatter). Their memory
+counts the unsharded accumulation (``_step_grad_sync_memory``)."""
+
+
+def _step_grad_sync_memory(run: PublishedRun) -> dict[str, Any]:
+    """The memory side of a once-a-step ZeRO-2 reduce-scatter (STEP_GRAD_SYNC_FRAMEWORKS):
+    every micro-batch's gradients accumulate unsharded in FP32 until it (Llama 3 paper,
+    arXiv:2407.21783, sec. 3.3.2, Numerical stability: FP32 accumulation of the gradients over
+    the micro-batches in the backward, then an FP32 reduce-scatter), so memory and
+    communication agree (explorer.memory.accumulation)."""
+    if run.framework not in STEP_GRAD_SYNC_FRAMEWORKS:
+        return {}
+    return {"zero2_accumulates_unsharded": True, "fsdp_accumulated_grad_bytes": 4.0}
+
 
 DEEPEP_SMS: Final = 20
 """SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
@@ -337,6 +350,7 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         **_te_fp8(run),
         **_pytorch_memory(run),
         **_dispatch_and_graphs(run),
+        **_step_grad_sync_memory(run),
     )
     comm = replace(
         base.comm,
