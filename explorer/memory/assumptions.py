@@ -244,6 +244,13 @@ class TrainingAssumptions:
     FSDP2 does so without gradient sync (FSDPParam.to_accumulated_grad_if_needed upcasts the
     unsharded gradient to reduce_dtype; torch.distributed.pipelining stage.py
     backward_maybe_with_nosync syncs only at the last backward)."""
+    sdpa_repeats_kv: bool = False
+    """Attention repeats K and V to the query heads before SDPA (GQA without native support),
+    so torch's context-parallel ring attention exchanges, gathers and accumulates them at the
+    query width (``explorer.memory.ring_attention``; the saved tensors keep K and V at the KV
+    width, as validation/models.py measures with enable_gqa). Source: torchtitan 9dec370
+    models/llama/model.py Attention.forward (repeat_kv, then F.scaled_dot_product_attention),
+    as explorer/compute/elementwise.py repeat_kv counts its traffic."""
     fsdp_torchtitan_units: bool = False
     """ZeRO-3 units as torchtitan's apply_fsdp wraps them: one per block, and the root module
     holding the embedding, final norm and output together, the last block kept gathered after

@@ -246,8 +246,8 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
     if run.framework not in PYTORCH_FRAMEWORKS:
         return {}
     fields: dict[str, Any] = {"optimizer_state_bytes": 4.0 if run.bf16_parameters else 8.0}
-    if run.framework == "torchtitan":
-        fields["fsdp_torchtitan_units"] = True
+    if run.framework == "torchtitan":  # repeat_kv before SDPA: models/llama/model.py (9dec370)
+        fields |= {"fsdp_torchtitan_units": True, "sdpa_repeats_kv": True}
         if (date := _source_date(run)) is not None and date < PP_RETURN_OUTPUTS_DATE:
             fields["pipeline_keeps_outputs"] = True
     if run.framework == "NeMo AutoModel":
