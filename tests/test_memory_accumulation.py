@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from explorer.comm import CommAssumptions
 from explorer.estimate import EstimateAssumptions
 from explorer.memory import TrainingAssumptions, training_memory
@@ -79,8 +77,13 @@ def test_one_micro_batch_accumulates_nothing():
     assert all(st.breakdown.gradients == st.num_params * 4 / 64 for st in memory.stages)
 
 
-def test_memory_and_communication_must_agree():
-    with pytest.raises(ValueError, match="must agree"):
-        EstimateAssumptions(comm=CommAssumptions(zero2_grad_sync_per_step=True))
-    with pytest.raises(ValueError, match="must agree"):
-        EstimateAssumptions(memory=TrainingAssumptions(zero2_accumulates_unsharded=True))
+def test_either_switch_turns_on_both():
+    # a gradient reduced once a step accumulates unsharded until then, and the reverse
+    for a in (
+        EstimateAssumptions(comm=CommAssumptions(zero2_grad_sync_per_step=True)),
+        EstimateAssumptions(memory=TrainingAssumptions(zero2_accumulates_unsharded=True)),
+    ):
+        assert a.comm.zero2_grad_sync_per_step and a.memory.zero2_accumulates_unsharded
+    default = EstimateAssumptions()
+    assert not default.comm.zero2_grad_sync_per_step
+    assert not default.memory.zero2_accumulates_unsharded

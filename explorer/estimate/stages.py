@@ -9,7 +9,7 @@ optimizer step come after the pipeline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from explorer.comm import (
     DEFAULT_COMM_ASSUMPTIONS,
@@ -60,13 +60,14 @@ class EstimateAssumptions:
     or always the simulator (slower, exact for unequal stages)."""
 
     def __post_init__(self) -> None:
-        # a once-a-step ZeRO-2 reduce-scatter needs the unsharded accumulation in memory
-        # (explorer.memory.accumulation), and the accumulation needs the once-a-step scatter
-        if self.comm.zero2_grad_sync_per_step != self.memory.zero2_accumulates_unsharded:
-            raise ValueError(
-                "comm.zero2_grad_sync_per_step and memory.zero2_accumulates_unsharded must "
-                "agree: a gradient reduced once a step accumulates unsharded until then"
-            )
+        # a ZeRO-2 gradient reduced once a step accumulates unsharded until then, in memory
+        # (explorer.memory.accumulation) as in time: either switch turns on both, so memory
+        # and communication agree on every path (estimate, search, app)
+        comm, memory = self.comm, self.memory
+        if comm.zero2_grad_sync_per_step != memory.zero2_accumulates_unsharded:
+            object.__setattr__(self, "comm", replace(comm, zero2_grad_sync_per_step=True))
+            memory = replace(memory, zero2_accumulates_unsharded=True)
+            object.__setattr__(self, "memory", memory)
 
 
 DEFAULT_ESTIMATE_ASSUMPTIONS = EstimateAssumptions()

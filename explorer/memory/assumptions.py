@@ -234,8 +234,8 @@ class TrainingAssumptions:
     """ZeRO-2 accumulates each micro-batch's gradients unsharded on every rank (in
     ``fsdp_accumulated_grad_bytes``, else the gradient bytes) and reduce-scatters them once a
     step, after the last micro-batch's backward: the memory side of
-    CommAssumptions.zero2_grad_sync_per_step (explorer.estimate.EstimateAssumptions requires
-    the two to agree). In the backward phases the sharded gradients do not exist yet (the
+    CommAssumptions.zero2_grad_sync_per_step (explorer.estimate.EstimateAssumptions turns on
+    both when either is on). In the backward phases the sharded gradients do not exist yet (the
     reduce-scatter makes them); the unsharded ones of the chunks that have begun their backward
     do (``explorer.memory.accumulation``). False: PyTorch FSDP SHARD_GRAD_OP / DeepSpeed ZeRO-2,
     which reduce-scatter every micro-batch into sharded gradients. Source: Llama 3 paper
