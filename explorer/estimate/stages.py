@@ -9,7 +9,7 @@ optimizer step come after the pipeline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from explorer.comm import (
     DEFAULT_COMM_ASSUMPTIONS,
@@ -58,6 +58,16 @@ class EstimateAssumptions:
     pipeline_model: PipelineModel = "closed-form"
     """How the pipeline is timed (explorer.estimate.pipeline): closed forms where they apply,
     or always the simulator (slower, exact for unequal stages)."""
+
+    def __post_init__(self) -> None:
+        # a ZeRO-2 gradient reduced once a step accumulates unsharded until then, in memory
+        # (explorer.memory.accumulation) as in time: either switch turns on both, so memory
+        # and communication agree on every path (estimate, search, app)
+        comm, memory = self.comm, self.memory
+        if comm.zero2_grad_sync_per_step != memory.zero2_accumulates_unsharded:
+            object.__setattr__(self, "comm", replace(comm, zero2_grad_sync_per_step=True))
+            memory = replace(memory, zero2_accumulates_unsharded=True)
+            object.__setattr__(self, "memory", memory)
 
 
 DEFAULT_ESTIMATE_ASSUMPTIONS = EstimateAssumptions()

@@ -228,7 +228,29 @@ class TrainingAssumptions:
     reduce-scatter (under pipelining): bytes per element; None follows the precision's gradient
     bytes. FSDP2 upcasts the unsharded gradient to MixedPrecisionPolicy.reduce_dtype when it
     differs from param_dtype, so 4 for reduce_dtype fp32 (torchtitan, NeMo AutoModel). Source:
-    torch/distributed/fsdp/_fully_shard/_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed."""
+    torch/distributed/fsdp/_fully_shard/_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed.
+    Also sizes ZeRO-2's unsharded accumulation (``zero2_accumulates_unsharded``)."""
+    zero2_accumulates_unsharded: bool = False
+    """ZeRO-2 accumulates each micro-batch's gradients unsharded on every rank (in
+    ``fsdp_accumulated_grad_bytes``, else the gradient bytes) and reduce-scatters them once a
+    step, after the last micro-batch's backward: the memory side of
+    CommAssumptions.zero2_grad_sync_per_step (explorer.estimate.EstimateAssumptions turns on
+    both when either is on). In the backward phases the sharded gradients do not exist yet (the
+    reduce-scatter makes them); the unsharded ones of the chunks that have begun their backward
+    do (``explorer.memory.accumulation``). False: PyTorch FSDP SHARD_GRAD_OP / DeepSpeed ZeRO-2,
+    which reduce-scatter every micro-batch into sharded gradients. Source: Llama 3 paper
+    (arXiv:2407.21783) sec. 3.3.2, Numerical stability: FP32 gradient accumulation over the
+    micro-batches in the backward, then an FP32 reduce-scatter across data parallel workers;
+    FSDP2 does so without gradient sync (FSDPParam.to_accumulated_grad_if_needed upcasts the
+    unsharded gradient to reduce_dtype; torch.distributed.pipelining stage.py
+    backward_maybe_with_nosync syncs only at the last backward)."""
+    sdpa_repeats_kv: bool = False
+    """Attention repeats K and V to the query heads before SDPA (GQA without native support),
+    so torch's context-parallel ring attention exchanges, gathers and accumulates them at the
+    query width (``explorer.memory.ring_attention``; the saved tensors keep K and V at the KV
+    width, as validation/models.py measures with enable_gqa). Source: torchtitan 9dec370
+    models/llama/model.py Attention.forward (repeat_kv, then F.scaled_dot_product_attention),
+    as explorer/compute/elementwise.py repeat_kv counts its traffic."""
     fsdp_torchtitan_units: bool = False
     """ZeRO-3 units as torchtitan's apply_fsdp wraps them: one per block, and the root module
     holding the embedding, final norm and output together, the last block kept gathered after

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from explorer.memory.buffers import cuda_graph_bytes
 from explorer.memory.frameworks import loss_temporary_bytes_per_logit
+from explorer.memory.ring_attention import ring_backward_parts
 from explorer.memory.setting import TrainingSetting
 from explorer.memory.states import (
     ModelStates,
@@ -84,6 +85,7 @@ def block_backward_temporaries(s: TrainingSetting, plan: StagePlan) -> Parts:
     """
     kept = kept_gathered_weights(s, plan)
     outputs = pipeline_kept_outputs(s, plan) + pipeline_stage_outputs(s, plan)
+    outputs += ring_backward_parts(s, plan)  # PyTorch CP: explorer.memory.ring_attention
     if not kept:
         return zero3_block_temporaries(s, plan) + outputs
     if fsdp_accumulates_unsharded(s):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from explorer.memory.accumulation import zero2_accumulates, zero2_backward_gradients
 from explorer.memory.allocator import allocator_reserve
 from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
 from explorer.memory.breakdown import CATEGORIES, MemoryBreakdown
@@ -199,7 +200,7 @@ def stage_parts(
 ) -> StageParts:
     """What the phases of ``plan``'s stage are made of: states, activations, buffers."""
     ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.recompute)
-    return _in_flight(_contents_parts(s, plan, held), ledger, s, plan, inflight)
+    return _in_flight(_contents_parts(s, plan, held), ledger, s, plan, inflight, held)
 
 
 def _contents_parts(s: TrainingSetting, plan: StagePlan, held: HeldParams) -> StageParts:
@@ -225,11 +226,20 @@ def _in_flight(
     s: TrainingSetting,
     plan: StagePlan,
     inflight: float,
+    held: HeldParams,
 ) -> StageParts:
-    """``parts`` with the activations of ``inflight`` micro-batches."""
-    acts = ledger.in_flight(inflight, s.loss_inflight, plan.copies)
+    """``parts`` with the activations of ``inflight`` micro-batches (and, where ZeRO-2
+    accumulates unsharded gradients, those alive at that peak: ``explorer.memory.accumulation``)."""
     graphs = graph_buffer_parts(s, plan, inflight)
-    return replace(parts, activations=acts, persistent=parts.persistent + graphs)
+    if not zero2_accumulates(s):
+        acts = ledger.in_flight(inflight, s.loss_inflight, plan.copies)
+        return replace(parts, activations=acts, persistent=parts.persistent + graphs)
+    v = max(1, s.layout.virtual_stages)
+    grads, freed = zero2_backward_gradients(s, held, inflight, ledger.blocks / plan.copies / v)
+    acts = ledger.in_flight(inflight - freed / v, s.loss_inflight, plan.copies)
+    return replace(
+        parts, activations=acts, persistent=parts.persistent + graphs, backward_gradients=grads
+    )
 
 
 def stage_memory(s: TrainingSetting, plan: StagePlan, inflight: float) -> StageMemory:
@@ -284,7 +294,7 @@ def _stage_memories(
             ledger = activation_ledger(s.model, plan, s.shape, s.assumptions, s.recompute)
             bases[contents] = (held, _contents_parts(s, plan, held), ledger)
         held, parts, ledger = bases[contents]
-        parts = _in_flight(parts, ledger, s, plan, count)
+        parts = _in_flight(parts, ledger, s, plan, count, held)
         found.append(done.setdefault(key, _memory_of(s, plan, held, parts, count)))
     return tuple(found)
 

@@ -247,8 +247,8 @@ def _pytorch_memory(run: PublishedRun) -> dict[str, Any]:
     if run.framework not in PYTORCH_FRAMEWORKS:
         return {}
     fields: dict[str, Any] = {"optimizer_state_bytes": 4.0 if run.bf16_parameters else 8.0}
-    if run.framework == "torchtitan":
-        fields["fsdp_torchtitan_units"] = True
+    if run.framework == "torchtitan":  # repeat_kv before SDPA: models/llama/model.py (9dec370)
+        fields |= {"fsdp_torchtitan_units": True, "sdpa_repeats_kv": True}
         if (date := _source_date(run)) is not None and date < PP_RETURN_OUTPUTS_DATE:
             fields["pipeline_keeps_outputs"] = True
     if run.framework == "NeMo AutoModel":
@@ -310,8 +310,21 @@ def _dispatch_and_graphs(run: PublishedRun) -> dict[str, Any]:
 STEP_GRAD_SYNC_FRAMEWORKS: Final = ("Meta (Llama 3 paper)",)
 """Stacks whose sharded data parallelism accumulates gradients over the micro-batches and
 reduce-scatters once a step (CommAssumptions.zero2_grad_sync_per_step). Source: Llama 3 paper
-(arXiv:2407.21783) sec. 3.3.2 (FSDP "synchronizes after each training step") and sec. 3.3.4
-(FP32 gradient accumulation over micro-batches, FP32 reduce-scatter)."""
+(arXiv:2407.21783) sec. 3.3.2 (FSDP "synchronizes after each training step"; Numerical
+stability: FP32 gradient accumulation over micro-batches, FP32 reduce-scatter). Their memory
+counts the unsharded accumulation (``_step_grad_sync_memory``)."""
+
+
+def _step_grad_sync_memory(run: PublishedRun) -> dict[str, Any]:
+    """The memory side of a once-a-step ZeRO-2 reduce-scatter (STEP_GRAD_SYNC_FRAMEWORKS):
+    every micro-batch's gradients accumulate unsharded in FP32 until it (Llama 3 paper,
+    arXiv:2407.21783, sec. 3.3.2, Numerical stability: FP32 accumulation of the gradients over
+    the micro-batches in the backward, then an FP32 reduce-scatter), so memory and
+    communication agree (explorer.memory.accumulation)."""
+    if run.framework not in STEP_GRAD_SYNC_FRAMEWORKS:
+        return {}
+    return {"zero2_accumulates_unsharded": True, "fsdp_accumulated_grad_bytes": 4.0}
+
 
 DEEPEP_SMS: Final = 20
 """SMs DeepEP's dispatch and combine kernels hold while DualPipe overlaps them with compute.
@@ -359,6 +372,7 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         **_te_fp8(run),
         **_pytorch_memory(run),
         **_dispatch_and_graphs(run),
+        **_step_grad_sync_memory(run),
     )
     comm = replace(
         base.comm,
