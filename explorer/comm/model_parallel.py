@@ -112,12 +112,13 @@ def ep_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
         if paired < 1.0:  # warm-up forwards and cool-down backwards run alone: exposed
             calls = [_paired(c, paired, passes) for c in calls]
         calls = [PhasedCollective(**{f.name: getattr(c, f.name) for f in fields(c)}) for c in calls]
-    else:
+    else:  # the contention taken off as each call is made (``timed``), not by a copy
         what = ("token dispatch and combine", "their gradients")
         windows = (FORWARD, BACKWARD)
-        calls = both_ways(
+        return both_ways(
             ctx, axis="ep", kind="all-to-all", what=what, size_bytes=size, counts=counts,
             passes=passes, windows=windows, share=share, one_call_s=one,
+            contention=ep_contention(ctx) if share > 0 else 0.0,
         )  # fmt: skip
     lost = ep_contention(ctx) if share > 0 else 0.0
     if not lost:

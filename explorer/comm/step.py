@@ -347,7 +347,19 @@ def timed(
         one = collective_s(kind, size_bytes, ctx.groups[group or axis], ctx.assumptions.links)
     time_s = one * count
     share, window, floor = overlap
-    hidden = hidden_s(time_s, floor * time_s, share, window_s(window, passes))
+    # hidden_s(time_s, floor * time_s, share, window_s(window, passes)) inlined, the same
+    # arithmetic in the same order: a hot path of the search and the estimate
+    if passes is None:
+        span = 0.0
+    else:
+        span = (
+            window.forward * passes.forward_s
+            + window.backward * passes.backward_s
+            + window.attention * passes.attention_forward_s
+            + window.expert_forward * passes.expert_forward_s
+            + window.expert_backward * passes.expert_backward_s
+        )
+    hidden = max(0.0, min(time_s - floor * time_s, share * span))
     return Collective(
         axis=axis,
         kind=kind,
@@ -382,12 +394,13 @@ def both_ways(
     share: float = 0.0,
     one_call_s: float | None = None,
     group: str | None = None,
+    contention: float = 0.0,
 ) -> list[Collective]:
     """A forward and a backward collective of one kind on ``axis``'s own group (or ``group``).
 
     ``what``, ``counts`` and ``windows`` (the compute of ``passes`` it may hide behind at
     ``share``) are (forward, backward) pairs; ``one_call_s`` overrides the time of one call
-    (see timed).
+    and ``contention`` takes compute lost off the hidden seconds (see timed).
     """
     phases: tuple[Phase, Phase] = ("forward", "backward")
     return [
@@ -403,6 +416,7 @@ def both_ways(
             passes=passes,
             overlap=Overlap(share=share, window=windows[i]),
             one_call_s=one_call_s,
+            contention=contention,
         )
         for i in (0, 1)
         if counts[i]

@@ -44,7 +44,13 @@ from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, dualpipe_possible, exposed_s
 from explorer.search.floor import MemoryFloor
-from explorer.search.reads import PASS_TIMES, candidate_layout, layout_of
+from explorer.search.reads import (
+    PASS_TIMES,
+    candidate_layout,
+    layout_of,
+    with_micro,
+    with_recompute,
+)
 from explorer.search.shapes import Mix, Unit, arrival_bound_s, pipelined_floor, rank_loads
 from explorer.specs import RECOMPUTES, V_SHAPED, Layout, Recompute, ScheduleName, ZeroStage
 
@@ -308,7 +314,7 @@ class Bounds:
             if gbs % (c.dp * mbs):  # the batch rule rejects it
                 continue
             m = gbs // (c.dp * mbs)
-            nodes = [c._replace(mbs=mbs, recompute=rc) for rc in space.recomputes]
+            nodes = [with_micro(c, mbs, rc) for rc in space.recomputes]
             busy = m * min(busy_floor(node, dualpipe) for node in nodes)
             data = [data_of(nodes[widest], z) for z in stages]
             tail = min((m * d.per_microbatch_s + d.tail_s for d in data), default=float("inf"))
@@ -323,7 +329,7 @@ class Bounds:
         cheaper, looser).
         """
         policies: Iterable[Recompute] = [c.recompute] if c.recompute else self.p.space.recomputes
-        best = min(self._policy_s(c._replace(recompute=rc), comm, memory) for rc in policies)
+        best = min(self._policy_s(with_recompute(c, rc), comm, memory) for rc in policies)
         return SAFETY * best
 
     def zero_s(self, c: Candidate) -> float:

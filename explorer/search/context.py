@@ -38,6 +38,7 @@ from explorer.search.reads import (
     PASS_TIMES,
     Shape,
     placement_key,
+    with_recompute,
 )
 from explorer.specs import Layout, Recompute, ScheduleName, ZeroStage
 
@@ -99,6 +100,8 @@ class Contexts:
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
         self._busy: dict[tuple[object, ...], float] = {}
         self._data_calls_cache: dict[tuple[object, ...], tuple[tuple[Collective, ...], float]] = {}
+        self._compute_of: dict[Layout, ComputeContext] = {}
+        self._comm_of: dict[Layout, StageContext] = {}
         # resolved once per problem, as the estimate resolves them once per layout
         self.moe_imbalance = expert_load(problem.model, assumptions.memory)  # estimate.stages
         w = problem.workload
@@ -111,7 +114,14 @@ class Contexts:
         return framework_behaviour(self.a.memory).pipeline_keeps_unsharded
 
     def compute(self, layout: Layout) -> ComputeContext:
-        """The compute context of ``layout`` (explorer.estimate.stages)."""
+        """The compute context of ``layout`` (explorer.estimate.stages; one per distinct
+        layout: it resolves the workload as it is made)."""
+        found = self._compute_of.get(layout)
+        if found is None:
+            found = self._compute_of[layout] = self._compute(layout)
+        return found
+
+    def _compute(self, layout: Layout) -> ComputeContext:
         return ComputeContext(
             model=self.p.model,
             gpu=self.p.cluster.gpu,
@@ -156,7 +166,14 @@ class Contexts:
         return found
 
     def comm(self, layout: Layout) -> StageContext:
-        """The communication context of ``layout`` (explorer.estimate.stages.stage_context)."""
+        """The communication context of ``layout`` (explorer.estimate.stages.stage_context; one
+        per distinct layout)."""
+        found = self._comm_of.get(layout)
+        if found is None:
+            found = self._comm_of[layout] = self._comm(layout)
+        return found
+
+    def _comm(self, layout: Layout) -> StageContext:
         return StageContext(
             model=self.p.model,
             layout=layout,
@@ -264,7 +281,7 @@ class Contexts:
         hit = self._busy.get(key)
         if hit is None:
             passes, windows = self._passes(c), self._windows(c)
-            calls = self._model_calls(c._replace(recompute="none"), dualpipe)
+            calls = self._model_calls(with_recompute(c, "none"), dualpipe)
             model, expert = self._exposed(calls, windows)
             hit = self._busy[key] = passes.forward_s + passes.backward_s + model + expert
         return hit
@@ -276,7 +293,7 @@ class Contexts:
         found = self._call_inputs.get((c, dualpipe))  # memo on the whole input
         if found is None:
             policy: Recompute = "full" if c.recompute == "full" else "none"
-            plain = c if c.recompute == policy else c._replace(recompute=policy)
+            plain = c if c.recompute == policy else with_recompute(c, policy)
             found = self._call_inputs.get((plain, dualpipe))  # what the shape below sees
             if found is None:
                 found = self._model_calls_of(c, plain, dualpipe)
