@@ -124,8 +124,14 @@ def test_backward_is_twice_the_forward_gemms_and_two_and_a_half_the_attention() 
     work = _whole(DENSE)
     t = pass_times(work, _context(Layout(), assumptions=FLAT))
     attention = t.attention_forward_s
-    memory = t.forward_s - t.weight_s - attention
-    assert t.backward_input_s == pytest.approx(t.weight_s + 2.5 * attention + 2 * memory, rel=REL)
+    bandwidth = 3.35e12 * FLAT.hbm_efficiency
+    # RoPE (TE FusedRoPEFunc, Megatron-Core rope_utils) reads and writes q and k once each way;
+    # Megatron-Core's fp32 cross-entropy moves 26 B per logit forward, 14 B backward
+    rope = 16 * 2 * (4096 + 1024) * 4096 * 2 / bandwidth
+    loss_f, loss_b = (26 * 4096 * 128256 / bandwidth, 14 * 4096 * 128256 / bandwidth)
+    memory = t.forward_s - t.weight_s - attention - rope - loss_f
+    expected = t.weight_s + 2.5 * attention + 2 * memory + rope + loss_b
+    assert t.backward_input_s == pytest.approx(expected, rel=REL)
     assert t.recompute_s == 0.0
 
 
@@ -142,7 +148,8 @@ def test_forward_time_is_flops_over_peak_times_efficiency() -> None:
     ctx = _context(Layout(), assumptions=FLAT)
     gemm = work.block_flops * 4096 / (989e12 * 0.5)
     # memory-bound: 10 h (norms, residuals) + 3 f (SwiGLU) per layer, 2 bytes, 4096 tokens
-    elements = 16 * (10 * 4096 + 3 * 14336) * 4096
+    # and RoPE's pass over q (4096) and k (1024 wide), 2 (q + k) elements (TE FusedRoPEFunc)
+    elements = 16 * (10 * 4096 + 3 * 14336 + 2 * (4096 + 1024)) * 4096
     memory = elements * 2 / (3.35e12 * FLAT.hbm_efficiency)
     assert pass_times(work, ctx).forward_s == pytest.approx(gemm + memory, rel=REL)
 
