@@ -463,8 +463,9 @@ class AttentionCurve:
                 raise ValueError(f"{name} needs {n} shares in (0, 1], got {values!r}")
 
 
+@hash_once
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KernelFigures:
+class KernelFigures(_HashOnce):
     """Published kernel figures of one GPU: what ``explorer.compute`` turns into the achieved
     FLOP/s of GEMMs and attention (None fields fall back to the compute model's defaults)."""
 
@@ -501,7 +502,6 @@ class KernelFigures:
     fp8_recipe: Fp8Recipe = "delayed"
     """The FP8 scaling recipe frameworks use by default on this GPU."""
     source: str = ""
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _positive(self, "num_sms", "tile_m", "tile_n")
@@ -514,17 +514,6 @@ class KernelFigures:
             value = getattr(self, name)
             if value is not None and not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
-
-        # hashed once: a GpuSpec sits in many cache keys (equality still compares every field)
-        curve = self.attention.name if self.attention else None
-        measured = tuple((p.m, p.n, p.k, p.dtype, p.efficiency) for p in self.gemms)
-        key = (self.num_sms, self.tile_m, self.tile_n, self.fp8_recipe, curve, measured,
-               self.training_shape_share, self.fp8_training_shape_share,
-               self.fp4_training_shape_share)  # fmt: skip
-        object.__setattr__(self, "_hash", hash(key))
-
-    def __hash__(self) -> int:
-        return self._hash
 
 
 @hash_once
