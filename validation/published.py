@@ -13,7 +13,10 @@ groups the runs by GPU generation (Ampere, Hopper, Blackwell) and overall: mean 
 Options: ``--gpu GEN`` keeps one generation (Ampere, Hopper, Blackwell) or one GPU preset
 (h100-sxm, gb200, ...); ``--set check|used``; ``--exact`` keeps the runs whose layout the core
 expresses as published; ``--brief`` drops the per-run notes; ``--json`` prints one JSON object
-(``runs`` and ``summary``). Bad input: one sentence on stderr, exit 2.
+(``runs`` and ``summary``); ``--tp-comm-overlap`` times the runs that published Transformer
+Engine's comm-GEMM overlap (a userbuffers config) with it instead of with their TP collectives
+exposed (explorer.published_runs.scenario.TP_COMM_OVERLAP_DEFAULT). Bad input: one sentence on
+stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--exact", action="store_true", help="only layouts expressed exactly")
     parser.add_argument("--brief", action="store_true", help="no per-run notes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--tp-comm-overlap",
+        action="store_true",
+        help="time the runs that published Transformer Engine's comm-GEMM overlap with it",
+    )
     return parser
 
 
@@ -127,7 +135,8 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        table = selected(published_table(), args.gpu, args.run_set, args.exact)
+        table = published_table(tp_comm_overlap=args.tp_comm_overlap)
+        table = selected(table, args.gpu, args.run_set, args.exact)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2

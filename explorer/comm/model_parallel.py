@@ -21,6 +21,7 @@ from explorer.comm.step import (
     tokens_per_rank,
     window_s,
 )
+from explorer.comm.tp_overlap import ub_tp_collectives
 from explorer.compute import PassTimes, StageWork
 from explorer.specs import Layout
 
@@ -36,6 +37,8 @@ def tp_collectives(work: StageWork, passes: PassTimes, ctx: StageContext) -> lis
     """
     if ctx.layout.tp == 1 or work.num_layers == 0:
         return []
+    if ctx.assumptions.tp_comm_overlap and ctx.layout.sp:  # fused with the GEMMs
+        return ub_tp_collectives(work, ctx)
     size = tokens_per_rank(ctx) * ctx.model.hidden_size * ctx.policy.activation_bytes
     per_pass = 2 * work.num_layers
     counts = (per_pass, per_pass * (2 if ctx.layout.recompute == "full" else 1))

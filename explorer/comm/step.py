@@ -53,7 +53,8 @@ from explorer.comm.collectives import (
     collective_s,
 )
 from explorer.comm.topology import GroupPlacement
-from explorer.compute import PassTimes
+from explorer.comm.userbuffers import UB_CONFIGS
+from explorer.compute import ComputeContext, PassTimes
 from explorer.compute.attention import TorchCp
 from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 
@@ -139,6 +140,13 @@ class CommAssumptions:
     dualpipe_ep_overlap: float = 1.0
     """The same share under DualPipe, which overlaps one micro-batch's all-to-all with
     another's compute (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1, fig. 4)."""
+    tp_comm_overlap: str = ""
+    """Transformer Engine's comm-GEMM overlap (Megatron-Core --tp-comm-overlap, NeMo's
+    ub_tp_comm_overlap) with the named userbuffers config (a key of explorer.comm.userbuffers.
+    UB_CONFIGS): each sequence-parallel TP collective of a dense block runs inside its GEMM,
+    timed per GEMM (explorer.comm.tp_overlap); it replaces ``tp_overlap`` for the block's TP
+    collectives. "": off, the collectives as ``tp_overlap`` says (Megatron-Core's default).
+    Needs sequence parallelism (Megatron-Bridge's CommOverlapConfig turns it off without)."""
     pp_overlap: float = 0.0
     """Share of the pass compute that pipeline sends hide behind (0: blocking p2p;
     --overlap-p2p-communication of interleaved 1F1B hides them)."""
@@ -225,6 +233,11 @@ class CommAssumptions:
             )
         if self.torch_cp not in ("none", "eager", "compiled"):
             raise ValueError(f"torch_cp must be none, eager or compiled, got {self.torch_cp!r}")
+        if self.tp_comm_overlap and self.tp_comm_overlap not in UB_CONFIGS:
+            raise ValueError(
+                f"tp_comm_overlap must name a userbuffers config ({', '.join(UB_CONFIGS)}) or "
+                f"be empty, got {self.tp_comm_overlap!r}"
+            )
         if self.cp_comm not in ("p2p", "all-gather", "all-to-all"):
             raise ValueError(f"cp_comm must be p2p, all-gather or all-to-all, got {self.cp_comm!r}")
 
@@ -313,6 +326,10 @@ class StageContext:
     microbatches: int = 0
     """Micro-batches per step on one pipeline (explorer.comm.model_parallel.paired_share); 0:
     not known, every micro-batch counted as paired (the search's bounds: a lower bound)."""
+    compute: ComputeContext | None = None
+    """The stage's compute context where a collective is timed with its GEMMs (Transformer
+    Engine's comm-GEMM overlap, ``CommAssumptions.tp_comm_overlap``: explorer.comm.tp_overlap);
+    None: not known (the search's bounds), those calls taken as hidden."""
 
 
 def hidden_s(time_s: float, floor_s: float, overlap: float, window_s: float) -> float:

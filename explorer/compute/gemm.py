@@ -257,3 +257,27 @@ def peak_flops_per_s(gpu: GpuSpec, compute: str) -> float:
     if compute == "tf32":
         return gpu.tf32_flops_per_s or gpu.bf16_flops_per_s / 2
     return gpu.bf16_flops_per_s
+
+
+def with_sms(gpu: GpuSpec, held: int) -> GpuSpec:
+    """``gpu`` with ``held`` of its SMs taken by another kernel (a communication kernel beside a
+    GEMM: Transformer Engine's userbuffers ``num_sm`` under ``set_sm_margin``, which launches the
+    GEMM on the rest): the tiles spread over the SMs left, each at the same rate, so every
+    tensor-core peak scales by the share left and the GEMM's tile and wave quantisation are
+    those of the SMs left (``gemm_efficiency``). Source: Transformer Engine
+    comm_gemm_overlap.cpp (``_math_sms`` = SM count - num_comm_sm when set_sm_margin)."""
+    figures = kernel_figures(gpu)
+    left = figures.num_sms - held
+    if held <= 0:
+        return gpu
+    if left < 1:
+        raise ValueError(f"{held} SMs held leave none of the {gpu.name}'s {figures.num_sms}")
+    share = left / figures.num_sms
+    return replace(
+        gpu,
+        bf16_flops_per_s=gpu.bf16_flops_per_s * share,
+        fp8_flops_per_s=gpu.fp8_flops_per_s * share if gpu.fp8_flops_per_s else None,
+        tf32_flops_per_s=gpu.tf32_flops_per_s * share if gpu.tf32_flops_per_s else None,
+        fp4_flops_per_s=gpu.fp4_flops_per_s * share if gpu.fp4_flops_per_s else None,
+        kernels=replace(figures, num_sms=left),
+    )

@@ -42,8 +42,9 @@ from explorer.compute.gemm import (
     gemm_efficiency,
     kernel_figures,
     peak_flops_per_s,
+    with_sms,
 )
-from explorer.compute.kernels import GemmTimes, block_gemms, gemm_times
+from explorer.compute.kernels import Gemm, GemmTimes, block_gemms, gemm_times
 from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
@@ -223,6 +224,26 @@ def _kinds_of(
     head = gemm_efficiency(tokens, model.vocab_size / tp, model.hidden_size, "bf16", gpu,
                            bandwidth)  # fmt: skip
     return _Kinds(dense, moe, experts, min(cap, head * scale))
+
+
+def linear_s(ctx: ComputeContext, m: float, n: float, k: float, sms_held: int = 0) -> float:
+    """Seconds of one m x n x k GEMM of a block's linear layers in the policy's format, at the
+    efficiency ``pass_times`` gives the block's GEMMs (the same scale, cap and recipe as
+    ``_kinds``), on the GPU less ``sms_held`` SMs (explorer.compute.gemm.with_sms): the chunks
+    of Transformer Engine's comm-GEMM overlap (explorer.comm.tp_overlap)."""
+    a = ctx.assumptions
+    figures = kernel_figures(ctx.gpu)
+    bf16_share, low_share = figures.training_shape_share, figures.fp8_training_shape_share
+    if ctx.policy.compute == "fp4" and figures.fp4_training_shape_share is not None:
+        low_share = figures.fp4_training_shape_share
+    bandwidth = ctx.gpu.hbm_bytes_per_s * a.hbm_efficiency
+    dense, _ = gemm_times(
+        (Gemm(m, n, k),), ctx.policy.compute, with_sms(ctx.gpu, sms_held), bandwidth,
+        a.gemm_efficiency_scale * bf16_share, a.max_efficiency, a.grouped_gemm_call_s,
+        BLOCK_SCALED_GEMM_SHARE.get(cast_recipe(ctx), 1.0) * low_share / bf16_share,
+        cast_recipe(ctx),
+    )  # fmt: skip
+    return dense.forward_s
 
 
 @lru_cache(maxsize=1024)

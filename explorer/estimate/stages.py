@@ -201,6 +201,8 @@ def _time_work(
         resolved=resolved,
     )
     passes = pass_times(work, compute)
+    if assumptions.comm.tp_comm_overlap:  # TP collectives timed with their GEMMs
+        ctx = replace(ctx, compute=compute)
     return passes, stage_collectives(work, passes, ctx), optimizer_step_s(work, compute)
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from explorer.estimate import Estimate, estimate
 from explorer.memory.training import StageMemory
-from explorer.published_runs.scenario import scenario
+from explorer.published_runs.scenario import TP_COMM_OVERLAP_DEFAULT, scenario
 from explorer.published_runs.table import GENERATIONS, RUNS_PATH, PublishedRun, load_published_runs
 from explorer.units import TERA, GiB
 
@@ -59,9 +59,10 @@ def allocator_comparable_bytes(run: PublishedRun, result: Estimate) -> float:
     return max(reserved(stage) for stage in memory.stages)
 
 
-def compare(run: PublishedRun) -> dict[str, Any]:
-    """One run: published against estimated tokens/s per GPU, memory, and what differs."""
-    s = scenario(run)
+def compare(run: PublishedRun, tp_comm_overlap: bool = TP_COMM_OVERLAP_DEFAULT) -> dict[str, Any]:
+    """One run: published against estimated tokens/s per GPU, memory, and what differs;
+    ``tp_comm_overlap``: as ``scenario``'s."""
+    s = scenario(run, tp_comm_overlap)
     result = estimate(s.model, s.cluster, s.layout, s.workload, s.assumptions)
     published = published_tokens_per_s_per_gpu(run, result)
     ours = result.tokens_per_s_per_gpu
@@ -101,9 +102,12 @@ def compare(run: PublishedRun) -> dict[str, Any]:
     }
 
 
-def published_table(path: Path = RUNS_PATH) -> pd.DataFrame:
+def published_table(
+    path: Path = RUNS_PATH, tp_comm_overlap: bool = TP_COMM_OVERLAP_DEFAULT
+) -> pd.DataFrame:
     """One row per published run (``compare``), in file order."""
-    return pd.DataFrame([compare(r) for r in load_published_runs(path).run])
+    runs = load_published_runs(path).run
+    return pd.DataFrame([compare(r, tp_comm_overlap) for r in runs])
 
 
 def _summary_row(group: str, rows: pd.DataFrame) -> dict[str, Any]:

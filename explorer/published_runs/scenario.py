@@ -159,12 +159,18 @@ def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
     return None
 
 
-def _unmodelled(run: PublishedRun) -> tuple[str, ...]:
+def _unmodelled(run: PublishedRun, tp_comm_overlap: bool = False) -> tuple[str, ...]:
+    ub = _ub_config(run)
     partial_graphs = run.cuda_graphs and FULL_CUDA_GRAPHS not in run.cuda_graphs
     flags = (
         (partial_graphs, f"CUDA graphs ({run.cuda_graphs})"),
         (run.torch_compile and run.framework != "torchtitan", "torch.compile"),
         (run.async_tp, "async TP"),
+        (
+            bool(ub) and not tp_comm_overlap,
+            f"TP comm-GEMM overlap (userbuffers {ub}): TP collectives timed exposed "
+            "(python -m validation.published --tp-comm-overlap times it)",
+        ),
         (
             run.framework == "torchtitan" and run.tp > 1 and run.precision in FP8_RECIPE_OF,
             "float8 TP all-gathers (torchao Float8ColwiseParallel / PrepareFloat8ModuleInput "
@@ -362,7 +368,24 @@ def _torch_cp(run: PublishedRun) -> TorchCp:
     return "compiled" if run.torch_compile else "eager"
 
 
-def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumptions:
+TP_COMM_OVERLAP_DEFAULT: Final = False
+"""Whether the runs that published Transformer Engine's comm-GEMM overlap (``tp_comm_overlap``:
+ub_tp_comm_overlap with a userbuffers config) are timed with it (explorer.comm.tp_overlap), or
+with their TP collectives exposed as Megatron-Core's default (named in ``Scenario.unmodelled``).
+Off by default: timed with it, the table's mean |error| rises (the large-TP rows' compute
+optimism, cancelled today by the exposed collectives, shows: the tp13 report, issue 13);
+``python -m validation.published --tp-comm-overlap`` times it."""
+
+
+def _ub_config(run: PublishedRun) -> str:
+    """The run's userbuffers config where the overlap applies: TP > 1 with sequence parallelism
+    (Megatron-Bridge's CommOverlapConfig turns it off otherwise)."""
+    return run.tp_comm_overlap if run.tp > 1 and run.sequence_parallel else ""
+
+
+def _assumptions(
+    run: PublishedRun, recipe: Fp8Recipe | None, tp_comm_overlap: bool = TP_COMM_OVERLAP_DEFAULT
+) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
         base.memory,
@@ -382,6 +405,7 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
         fsdp_backward_prefetch="post" if run.framework == "LLM Foundry" else "pre",
         zero2_grad_sync_per_step=run.framework in STEP_GRAD_SYNC_FRAMEWORKS,
         torch_cp=_torch_cp(run),
+        tp_comm_overlap=_ub_config(run) if tp_comm_overlap else "",
         cp_kv_repeated=run.framework == "torchtitan"
         and (date := _source_date(run)) is not None
         and date < KV_REPEAT_UNTIL,
@@ -409,8 +433,9 @@ def _assumptions(run: PublishedRun, recipe: Fp8Recipe | None) -> EstimateAssumpt
     return replace(base, memory=memory, comm=comm, compute=compute)
 
 
-def scenario(run: PublishedRun) -> Scenario:
-    """The core's inputs for a run, with what they change and leave out."""
+def scenario(run: PublishedRun, tp_comm_overlap: bool = TP_COMM_OVERLAP_DEFAULT) -> Scenario:
+    """The core's inputs for a run, with what they change and leave out; ``tp_comm_overlap``:
+    time the run's published comm-GEMM overlap (``TP_COMM_OVERLAP_DEFAULT``)."""
     overrides: dict[str, Any] = dict(run.model_overrides)
     model = replace(load_model(run.model), **overrides)
     precision, fp8_recipe, inexact = _precision(run)
@@ -437,7 +462,7 @@ def scenario(run: PublishedRun) -> Scenario:
         cluster=_cluster(run),
         layout=layout,
         workload=workload,
-        assumptions=_assumptions(run, fp8_recipe),
+        assumptions=_assumptions(run, fp8_recipe, tp_comm_overlap),
         inexact=tuple(inexact + more),
-        unmodelled=_unmodelled(run),
+        unmodelled=_unmodelled(run, tp_comm_overlap),
     )

@@ -136,6 +136,10 @@ class PublishedRun(BaseModel):
     """torchtitan's [model] norm_type where the run's train config sets one ("fused_rmsnorm":
     a Triton kernel; empty: the framework's default)."""
     async_tp: bool = False
+    tp_comm_overlap: str = ""
+    """Transformer Engine comm-GEMM overlap (ub_tp_comm_overlap / CommOverlapConfig.
+    tp_comm_overlap) with this userbuffers config (explorer.comm.userbuffers.UB_CONFIGS); ""
+    where the run did not set it or its source does not say."""
     cp_comm: Literal["p2p", "all-gather", "all-to-all"] = "p2p"
     """The context-parallel exchange as published: p2p ring (Megatron-Core), all-gather of K
     and V (Llama 3, arXiv:2407.21783, sec. 3.3.2) or all-to-all (DeepSpeed-Ulysses)."""
