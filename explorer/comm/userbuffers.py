@@ -125,6 +125,13 @@ UB_CONFIGS: Final[dict[str, UbConfig]] = {
         _LAUNCHER + "ub_cfg_h100_h8192_tp4_mbs1_seqlen4096.yaml (e5abe838f: 70B, seq 4096)",
         fc2_dgrad=UbGemm("ring", aggregate=True),
     ),
+    "ub_cfg_h100_h8192_tp4_mbs1_seqlen8192": _config(
+        (4, 24, 2, 4),
+        _pipe(24),
+        _pipe(16),
+        _LAUNCHER + "ub_cfg_h100_h8192_tp4_mbs1_seqlen8192.yaml (a3f310000: 70B, seq 8192; "
+        "the default of llama/llama3_70b.yaml at 3dd35614c)",
+    ),
     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192": _config(
         (4, 24, 2, 4),
         _ring_rs(),
