@@ -116,7 +116,9 @@ UB_CONFIGS: Final[dict[str, UbConfig]] = {
         (4, 4, 2, 4),
         _pipe(24, fp8_buf=True),
         _ring_rs(),
-        _LAUNCHER + "ub_cfg_h100_h12288_tp4_mbs2_seqlen2048.yaml (5d302f86b: GPT-3 175B, FP8)",
+        _LAUNCHER + "ub_cfg_h100_h12288_tp4_mbs2_seqlen2048.yaml (5d302f86b: GPT-3 175B, FP8; "
+        "its header says MBS1, and NeMo's userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048, "
+        "nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py at 0594a700a, is the same)",
     ),
     "ub_cfg_h100_h8192_tp4_mbs1_seqlen4096": _config(
         (8, 16, 2, 4),
