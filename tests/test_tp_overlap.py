@@ -4,13 +4,14 @@ GPT-3 175B NeMo 24.07 row with its published userbuffers config, and the default
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import get_args
 
 import pytest
 
 from explorer.comm import CommAssumptions
 from explorer.comm import tp_overlap as ub
 from explorer.comm.collectives import LinkEfficiency, collective_s
-from explorer.comm.userbuffers import UB_CONFIGS, UbGemm
+from explorer.comm.userbuffers import UB_CONFIGS, UbConfigName, UbGemm
 from explorer.compute import ComputeContext
 from explorer.compute.passes import linear_s
 from explorer.estimate import estimate
@@ -134,6 +135,7 @@ def test_without_overlap_nothing_changes() -> None:
 
 def test_configs_and_refusal() -> None:
     """Every published row's config is known; an unknown name is one sentence."""
+    assert set(get_args(UbConfigName)) == {"", *UB_CONFIGS}
     for run in load_published_runs().run:
         assert not run.tp_comm_overlap or run.tp_comm_overlap in UB_CONFIGS
     with pytest.raises(ValueError, match="userbuffers config"):

@@ -53,7 +53,7 @@ from explorer.comm.collectives import (
     collective_s,
 )
 from explorer.comm.topology import GroupPlacement
-from explorer.comm.userbuffers import UB_CONFIGS
+from explorer.comm.userbuffers import UB_CONFIGS, UbConfigName
 from explorer.compute import ComputeContext, PassTimes
 from explorer.compute.attention import TorchCp
 from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
@@ -140,7 +140,7 @@ class CommAssumptions:
     dualpipe_ep_overlap: float = 1.0
     """The same share under DualPipe, which overlaps one micro-batch's all-to-all with
     another's compute (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.1, fig. 4)."""
-    tp_comm_overlap: str = ""
+    tp_comm_overlap: UbConfigName = ""
     """Transformer Engine's comm-GEMM overlap (Megatron-Core --tp-comm-overlap, NeMo's
     ub_tp_comm_overlap) with the named userbuffers config (a key of explorer.comm.userbuffers.
     UB_CONFIGS): each sequence-parallel TP collective of a dense block runs inside its GEMM,

@@ -185,3 +185,18 @@ UB_CONFIGS: Final[dict[str, UbConfig]] = {
     ),
 }
 """Published userbuffers configs by their file or variable name."""
+
+UbConfigName = Literal[
+    "",
+    "ub_cfg_h100_h12288_tp4_mbs2_seqlen2048",
+    "ub_cfg_h100_h8192_tp4_mbs1_seqlen4096",
+    "ub_cfg_h100_h8192_tp4_mbs1_seqlen8192",
+    "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
+    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192",
+    "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192",
+    "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192",
+    "te_default",
+    "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192",
+]
+"""A key of ``UB_CONFIGS``, or "" for none: the names the assumption and the published runs
+take (tests/test_tp_overlap.py holds the two lists equal)."""

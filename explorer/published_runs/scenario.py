@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from explorer.comm.userbuffers import UbConfigName
 from explorer.compute.assumptions import AttentionKernel
 from explorer.compute.attention import TorchCp
 from explorer.compute.framework import ComputeFramework
@@ -377,7 +378,7 @@ optimism, cancelled today by the exposed collectives, shows: the tp13 report, is
 ``python -m validation.published --tp-comm-overlap`` times it."""
 
 
-def _ub_config(run: PublishedRun) -> str:
+def _ub_config(run: PublishedRun) -> UbConfigName:
     """The run's userbuffers config where the overlap applies: TP > 1 with sequence parallelism
     (Megatron-Bridge's CommOverlapConfig turns it off otherwise)."""
     return run.tp_comm_overlap if run.tp > 1 and run.sequence_parallel else ""

@@ -16,6 +16,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from explorer.comm.userbuffers import UbConfigName
 from explorer.presets import cluster_entry, cluster_ids, gpu_ids, model_ids
 from explorer.specs import GradDType, Recompute, ZeroStage
 
@@ -136,7 +137,7 @@ class PublishedRun(BaseModel):
     """torchtitan's [model] norm_type where the run's train config sets one ("fused_rmsnorm":
     a Triton kernel; empty: the framework's default)."""
     async_tp: bool = False
-    tp_comm_overlap: str = ""
+    tp_comm_overlap: UbConfigName = ""
     """Transformer Engine comm-GEMM overlap (ub_tp_comm_overlap / CommOverlapConfig.
     tp_comm_overlap) with this userbuffers config (explorer.comm.userbuffers.UB_CONFIGS); ""
     where the run did not set it or its source does not say."""
