@@ -26,6 +26,7 @@ from explorer.partition import inflight_microbatches
 from explorer.published_runs.scenario import scenario
 from explorer.published_runs.table import load_published_runs
 from explorer.schedules import group_size
+from explorer.schedules.builders import interleaved_order
 from explorer.units import GiB
 
 RUNS = {r.id: r for r in load_published_runs().run}
@@ -41,6 +42,26 @@ def test_the_papers_figure_6_group_and_table_4s_groups():
     assert group_size(4, 10) == 5  # Figure 6: "in this case N = 5" over micro-batches 0-9
     assert group_size(16, 32) == 16  # 8,192 GPUs: 32 sequences per DP group (Table 4)
     assert group_size(16, 16) == 16  # 16,384 GPUs: 16
+
+
+# ScheduleFlexibleInterleaved1F1B's order for Figure 6's case (4 ranks, 2 chunks, 10
+# micro-batches, N = 5), steps 00-16 of the ALL_RANK_ACTIONS table printed in pytorch/pytorch PR
+# 129597 ("Implemented flexible PP schedule", moved from PiPPy PR 1129), idle steps dropped; stage
+# s of rank r is chunk s // 4. One string per rank: kind, micro-batch, chunk.
+FLEX_PP_PR_129597 = (
+    "F0c0 F1c0 F2c0 F3c0 F4c0 F0c1 F1c1 F2c1 F3c1 F4c1 F5c0 F6c0 B0c1 F7c0",
+    "F0c0 F1c0 F2c0 F3c0 F4c0 F0c1 F1c1 F2c1 F3c1 F4c1 B0c1 F5c0 B1c1 F6c0",
+    "F0c0 F1c0 F2c0 F3c0 F4c0 F0c1 F1c1 F2c1 B0c1 F3c1 B1c1 F4c1 B2c1 F5c0",
+    "F0c0 F1c0 F2c0 F3c0 F4c0 F0c1 B0c1 F1c1 B1c1 F2c1 B2c1 F3c1 B3c1 F4c1",
+)
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_the_interleaved_order_is_torchs_flexible_schedule_on_figure_6(rank):
+    # (V - 1) N + 2 (PP - 1 - rank) warm-up forwards: 11, 9, 7, 5, then one forward, one backward
+    printed = FLEX_PP_PR_129597[rank].split()
+    ours = [f"{kind}{mb}c{chunk}" for kind, mb, chunk in interleaved_order(4, rank, 10, 2)]
+    assert ours[: len(printed)] == printed
 
 
 def test_rank_1_holds_141_one_layer_chunks_at_32_micro_batches():

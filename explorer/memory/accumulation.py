@@ -1,4 +1,5 @@
-"""Gradients accumulated unsharded over the micro-batches under ZeRO-2 (reduced once a step).
+"""Gradients accumulated unsharded over the micro-batches: ZeRO-2 reduced once a step, and
+FSDP2 under an interleaved torch pipeline (``pipelined_gradient_shares``).
 
 Llama 3's FSDP (arXiv:2407.21783 sec. 3.3.2: optimizer states and gradients sharded, weights
 not resharded after the forward; Numerical stability: FP32 gradient accumulation over the
@@ -15,6 +16,11 @@ schedule a rank's activations peak during its steady 1F1B phase, which can end b
 chunk has begun its backward: the chunks whose gradients exist at that peak are counted
 (``grad_chunks_at_peak``), each an equal share of the rank's parameters (the end ranks' lighter
 embedding-only or head-only chunks are not told apart).
+
+FSDP2 under torch.distributed.pipelining holds its unsharded gradients from each unit's first
+backward to the stage's last (ZeRO-3, ``pipeline_keeps_unsharded``); on an interleaved rank the
+same count gives each phase its chunks, the last rank's loss backward only those reached by
+its head chunk's last backward.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from functools import lru_cache
 
 from explorer.memory.setting import TrainingSetting
 from explorer.memory.states import HeldParams
+from explorer.memory.temporaries import fsdp_accumulates_unsharded
+from explorer.partition import StagePlan
 from explorer.schedules import group_size
 from explorer.schedules.builders import interleaved_table
 
@@ -105,3 +113,48 @@ def zero2_backward_gradients(
     sets = round(inflight * v)
     freed, chunks = accumulation_peak(lay.pp, s.microbatches, v, sets, set_bytes, full / v)
     return full * chunks / v, freed
+
+
+@lru_cache(maxsize=256)
+def head_chunk_reach(pp: int, microbatches: int, virtual: int) -> int:
+    """Chunks of the last rank whose first backward comes no later than the head chunk's last
+    backward of the step: the most that hold gradients at any of its loss backwards (the head
+    is the rank's last chunk, the first in backward order). Source: ``first_backwards``'
+    order (Megatron-Core get_schedule_table; torch ScheduleInterleaved1F1B
+    backward_stage_index: groups of N backwards per chunk, chunks in reverse)."""
+    table = interleaved_table(microbatches, virtual, group_size(pp, microbatches))
+    last = max(k for k, (_, chunk) in enumerate(table, start=1) if chunk == 0)
+    return sum(k <= last for k in first_backwards(pp, microbatches, virtual))
+
+
+def pipelined_gradient_shares(
+    s: TrainingSetting, plan: StagePlan, inflight: float, set_bytes: float, grad_bytes: float
+) -> tuple[float, float, int] | None:
+    """(share of the stage's unsharded accumulated gradients alive at one block's backward,
+    the share at the loss backward, chunk sets of activations freed) where FSDP accumulates
+    unsharded gradients under an interleaved pipeline (``fsdp_accumulates_unsharded``); None
+    elsewhere (every chunk's gradients counted in both phases).
+
+    FSDP2 makes a unit's unsharded gradient at its first backward of the step and keeps it to
+    the stage's last backward (torch/distributed/pipelining/stage.py
+    backward_maybe_with_nosync: set_requires_gradient_sync(False) before the last backward;
+    FSDPParam.to_accumulated_grad_if_needed), so a chunk's gradients exist from its first
+    backward, as for ZeRO-2 once a step: ``accumulation_peak`` over the rank's chunk sets
+    (``grad_bytes`` the stage's unsharded gradients, an equal share per chunk). The last rank's
+    loss backward runs in its head chunk alone: there only the chunks reached by the head
+    chunk's last backward hold gradients (``head_chunk_reach``); its activations are taken
+    unfreed in both phases (at most the peak, so neither phase is understated).
+
+    Worked: torchtitan's Llama 3.1 405B, PP 8, two chunks, 8 micro-batches (N = 8): rank 7
+    runs stage 15's eight backwards before stage 7's first, so its loss backward holds one
+    chunk's share, 24,960,237,568 / 2 = 12,480,118,784 B; tests/test_memory_fsdp_interleaved.py.
+    """
+    lay = s.layout
+    v = lay.virtual_stages
+    if not fsdp_accumulates_unsharded(s) or lay.schedule != "interleaved" or v <= 1:
+        return None
+    sets = round(inflight * v)
+    freed, chunks = accumulation_peak(lay.pp, s.microbatches, v, sets, set_bytes, grad_bytes / v)
+    if not plan.has_head:
+        return chunks / v, chunks / v, freed
+    return chunks / v, head_chunk_reach(lay.pp, s.microbatches, v) / v, 0

@@ -42,6 +42,12 @@ def experts_outside_fsdp(s: TrainingSetting) -> bool:
     return ignored and s.model.is_moe and s.layout.ep > 1 and s.moe_shards == 1
 
 
+PIPELINED_UNSHARDED_GRADIENTS = "ZeRO-3 unsharded gradients under pipelining"
+"""The temporary part of ``kept_gathered_weights``: the unsharded gradients FSDP accumulates
+over the micro-batches under pipelining (scaled per phase by ``explorer.memory.accumulation``
+on interleaved stages)."""
+
+
 def fsdp_accumulates_unsharded(s: TrainingSetting) -> bool:
     """Whether ZeRO-3 keeps weights gathered and gradients unsharded over the micro-batches
     (``pipeline_keeps_unsharded`` under pipelining, more than one micro-batch)."""
@@ -156,7 +162,7 @@ def kept_gathered_weights(s: TrainingSetting, plan: StagePlan) -> Parts:
     if fsdp_accumulates_unsharded(s):  # earlier micro-batches' unsharded gradients
         grad_bytes = s.assumptions.fsdp_accumulated_grad_bytes
         per = s.policy.grad_bytes if grad_bytes is None else grad_bytes
-        parts.append(("ZeRO-3 unsharded gradients under pipelining", kept * per))
+        parts.append((PIPELINED_UNSHARDED_GRADIENTS, kept * per))
     return tuple(parts)
 
 

@@ -34,7 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from explorer.memory.accumulation import zero2_accumulates, zero2_backward_gradients
+from explorer.memory.accumulation import (
+    pipelined_gradient_shares,
+    zero2_accumulates,
+    zero2_backward_gradients,
+)
 from explorer.memory.allocator import allocator_reserve
 from explorer.memory.assumptions import DEFAULT_TRAINING_ASSUMPTIONS, TrainingAssumptions
 from explorer.memory.breakdown import CATEGORIES, MemoryBreakdown
@@ -45,7 +49,7 @@ from explorer.memory.checks import (
     storage_warnings,
 )
 from explorer.memory.frameworks import behaviour_in_words, framework_behaviour, storage_notes
-from explorer.memory.phases import Phase, PhaseMemory, StageParts, peak_of, stage_phases
+from explorer.memory.phases import Parts, Phase, PhaseMemory, StageParts, peak_of, stage_phases
 from explorer.memory.recompute import checkpoint_counts
 from explorer.memory.setting import TrainingSetting, fixed_overheads, nccl_parts
 from explorer.memory.stage_activations import (
@@ -65,6 +69,7 @@ from explorer.memory.states import (
     stage_params,
 )
 from explorer.memory.temporaries import (
+    PIPELINED_UNSHARDED_GRADIENTS,
     backward_start_temporaries,
     block_backward_temporaries,
     experts_outside_fsdp,
@@ -229,16 +234,41 @@ def _in_flight(
     held: HeldParams,
 ) -> StageParts:
     """``parts`` with the activations of ``inflight`` micro-batches (and, where ZeRO-2
-    accumulates unsharded gradients, those alive at that peak: ``explorer.memory.accumulation``)."""
+    accumulates unsharded gradients, or FSDP does under an interleaved pipeline, those alive
+    at that peak, per phase for the latter: ``explorer.memory.accumulation``)."""
     graphs = graph_buffer_parts(s, plan, inflight)
-    if not zero2_accumulates(s):
-        acts = ledger.in_flight(inflight, s.loss_inflight, plan.copies)
-        return replace(parts, activations=acts, persistent=parts.persistent + graphs)
     v = max(1, s.layout.virtual_stages)
+    if not zero2_accumulates(s):
+        shares = pipelined_gradient_shares(
+            s, plan, inflight, ledger.blocks / plan.copies / v, _pipelined_grads(parts)
+        )
+        freed = shares[2] if shares else 0
+        acts = ledger.in_flight(inflight - freed / v, s.loss_inflight, plan.copies)
+        parts = replace(parts, activations=acts, persistent=parts.persistent + graphs)
+        if shares is None:
+            return parts
+        return replace(
+            parts,
+            block_backward=_scaled_grads(parts.block_backward, shares[0]),
+            backward_start=_scaled_grads(parts.backward_start, shares[1]),
+        )
     grads, freed = zero2_backward_gradients(s, held, inflight, ledger.blocks / plan.copies / v)
     acts = ledger.in_flight(inflight - freed / v, s.loss_inflight, plan.copies)
     return replace(
         parts, activations=acts, persistent=parts.persistent + graphs, backward_gradients=grads
+    )
+
+
+def _pipelined_grads(parts: StageParts) -> float:
+    """Bytes of the unsharded gradients FSDP accumulates under pipelining (0 when none)."""
+    return dict(parts.block_backward).get(PIPELINED_UNSHARDED_GRADIENTS, 0.0)
+
+
+def _scaled_grads(phase: Parts, share: float) -> Parts:
+    """``phase`` with its pipelined unsharded gradients scaled to ``share`` of them."""
+    return tuple(
+        (name, size * share if name == PIPELINED_UNSHARDED_GRADIENTS else size)
+        for name, size in phase
     )
 
 
