@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from explorer.comm.collectives import CollectiveKind, collective_s, deduplicated_all_to_all_s
+from explorer.comm.ep_kernels import published_dispatch_floor_s
 from explorer.comm.step import (
     BACKWARD,
     FORWARD,
@@ -273,13 +274,34 @@ def ep_bytes_per_element(ctx: StageContext) -> float:
 
 
 def ep_all_to_all_s(ctx: StageContext, size_bytes: float) -> float | None:
-    """One EP all-to-all call, s, when DeepEP-style deduplication applies; None otherwise
-    (the plain all-to-all of explorer.comm.collectives)."""
-    if not ctx.assumptions.ep_domain_dedup:
-        return None
+    """One EP all-to-all call, s: DeepEP-style deduplication where it applies, else the plain
+    all-to-all of explorer.comm.collectives; at least the published dispatch-kernel time
+    inside an NVLink 5 domain (``ep_published_floor_s``). None: the plain all-to-all as
+    ``both_ways`` times it (no floor applies)."""
     group, links = ctx.groups["ep"], ctx.assumptions.links
-    top_k, max_domains = ctx.model.num_experts_per_tok, ctx.model.topk_group
-    return deduplicated_all_to_all_s(size_bytes, top_k, group, links, max_domains)
+    floor = ep_published_floor_s(ctx, size_bytes)
+    if ctx.assumptions.ep_domain_dedup:
+        top_k, max_domains = ctx.model.num_experts_per_tok, ctx.model.topk_group
+        found = deduplicated_all_to_all_s(size_bytes, top_k, group, links, max_domains)
+        return max(found, floor)
+    if floor <= 0:
+        return None
+    return max(collective_s("all-to-all", size_bytes, group, links), floor)
+
+
+def ep_published_floor_s(ctx: StageContext, size_bytes: float) -> float:
+    """The published Hybrid-EP time of one call of ``size_bytes`` (the mean of a dispatch and a
+    combine, ``ep_bytes_per_element`` per element) inside one NVLink 5 domain; 0 where
+    ``CommAssumptions.ep_published_floor`` is off, the group has a measured all-to-all
+    sweep (the user's cluster speaks for itself) or no table applies. Source:
+    explorer.comm.ep_kernels."""
+    a, group = ctx.assumptions, ctx.groups["ep"]
+    if not a.ep_published_floor or any(m.kind == "all-to-all" for m in group.measured):
+        return 0.0
+    elements = size_bytes / ep_bytes_per_element(ctx)
+    dispatch = elements * ((1 + 4 / 128) if a.fp8_dispatch else ctx.policy.activation_bytes)
+    combine = elements * ctx.policy.activation_bytes
+    return published_dispatch_floor_s(group, dispatch, combine, a.fp8_dispatch, a.links.scale_up)
 
 
 def pp_collectives(passes: PassTimes, ctx: StageContext) -> list[Collective]:

@@ -211,6 +211,11 @@ class CommAssumptions:
     accumulation over micro-batches, then an FP32 reduce-scatter). False: a reduce-scatter per
     micro-batch inside its backward, as PyTorch FSDP SHARD_GRAD_OP (the post-backward final
     callback waits for it) and DeepSpeed ZeRO-2 run it."""
+    ep_published_floor: bool = True
+    """EP all-to-alls inside one NVLink 5 domain (B200 node, GB200 NVL72) last at least as long
+    as the published Hybrid-EP dispatch and combine bandwidth allows, for either dispatcher
+    (explorer.comm.ep_kernels: the NCCL all-to-all taken as no faster than Hybrid-EP). False:
+    the fast links' NCCL model alone."""
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "cp", "ep", "dualpipe_ep", "pp"):

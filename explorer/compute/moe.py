@@ -11,6 +11,8 @@ and skips both. Source: Megatron-Core megatron/core/transformer/moe/token_dispat
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Final
 
 from explorer.compute.gemm import traffic_bytes
@@ -59,3 +61,43 @@ def grouped_gemm_bandwidth(
     grouped = groups * traffic_bytes(m, n, k, dtype)
     ratio = GROUPED_GEMM_BANDWIDTH_RATIO if single_launch else 1.0
     return bandwidth * ratio * one / grouped
+
+
+@dataclass(frozen=True, slots=True)
+class DropAndPad:
+    """The fixed sizes of one MoE block's dispatch on one GPU under token drop padded to
+    capacity (Megatron-Core --moe-expert-capacity-factor with
+    --moe-pad-expert-input-to-capacity)."""
+
+    capacity: int
+    """Token copies each expert takes from this GPU's tokens (kept or padded)."""
+    dispatched: int
+    """Token copies this GPU sends through the dispatch all-to-all: capacity x experts."""
+    per_local_expert: int
+    """Rows of each local expert's grouped-GEMM group: capacity x ep x etp senders."""
+    load: float
+    """``dispatched`` over the dropless top-k copies (T x k): the expert load the estimate
+    runs at (``TrainingAssumptions.moe_capacity_factor``)."""
+
+
+def drop_and_pad(model: ModelSpec, layout: Layout, seq_len: int, factor: float) -> DropAndPad:
+    """One MoE block's dispatch sizes per GPU and micro-batch when tokens beyond ``factor``
+    times the mean per expert are dropped and every expert is padded to that capacity.
+
+    Ledger: the router of each TP rank sees its sequence-parallel T = b s / (cp tp) tokens;
+    capacity = ceil(T k / E x factor); the rank sends capacity tokens to each of the E experts
+    (num_out_tokens), and each local expert receives capacity from each of the ep x etp ranks
+    that route to it. Source: Megatron-Core megatron/core/transformer/moe/token_dispatcher.py
+    (MoEAlltoAllTokenDispatcher.preprocess, drop_and_pad branch) and moe_utils.get_capacity,
+    core_v0.14.0 and core_v0.15.0 alike.
+    """
+    tokens = layout.micro_batch_size * seq_len // (layout.cp * layout.tp)
+    experts, k = model.n_routed_experts, model.num_experts_per_tok
+    capacity = math.ceil(tokens * k / experts * factor)
+    dispatched = capacity * experts
+    return DropAndPad(
+        capacity=capacity,
+        dispatched=dispatched,
+        per_local_expert=capacity * layout.ep * layout.etp,
+        load=dispatched / (tokens * k),
+    )

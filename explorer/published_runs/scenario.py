@@ -19,6 +19,7 @@ from explorer.compute.assumptions import AttentionKernel
 from explorer.compute.attention import TorchCp
 from explorer.compute.framework import ComputeFramework
 from explorer.compute.gemm import kernel_figures
+from explorer.compute.moe import drop_and_pad
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, EstimateAssumptions
 from explorer.precision import NVFP4_BYTES_PER_ELEMENT
 from explorer.presets import load_cluster, load_gpu, load_model
@@ -160,6 +161,24 @@ def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
     return None
 
 
+def dropless_host_sync(run: PublishedRun) -> bool:
+    """Whether the run's MoE layers synchronise the host before their dispatch: Megatron-Core's
+    alltoall dispatcher, token-dropless (or dropping without padding, whose output size is
+    dynamic too), EP > 1 and a MoE model. It copies the token counts per expert to the host on
+    a side stream and waits for the copy before the all-to-all, whose split sizes it needs
+    (MoEAlltoAllTokenDispatcher.preprocess and _maybe_dtoh_and_synchronize); padded to
+    capacity the sizes are fixed and it copies nothing. The flex dispatcher (DeepEP, HybridEP)
+    is not this path. Source: megatron/core/transformer/moe/token_dispatcher.py at
+    core_v0.14.0 and core_v0.15.0."""
+    return (
+        run.framework in MEGATRON_CORE_FRAMEWORKS
+        and run.ep > 1
+        and run.ep_dispatcher == "alltoall"
+        and not run.moe_pad_to_capacity
+        and load_model(run.model).is_moe
+    )
+
+
 def _unmodelled(run: PublishedRun, tp_comm_overlap: bool = False) -> tuple[str, ...]:
     ub = _ub_config(run)
     partial_graphs = run.cuda_graphs and FULL_CUDA_GRAPHS not in run.cuda_graphs
@@ -171,6 +190,12 @@ def _unmodelled(run: PublishedRun, tp_comm_overlap: bool = False) -> tuple[str, 
             bool(ub) and not tp_comm_overlap,
             f"TP comm-GEMM overlap (userbuffers {ub}): TP collectives timed exposed "
             "(python -m validation.published --tp-comm-overlap times it)",
+        ),
+        (
+            dropless_host_sync(run),
+            "the dropless all-to-all dispatcher's host sync before each MoE layer's dispatch "
+            "(Megatron-Core token_dispatcher.py: the CPU waits on the copy of the token counts, "
+            "cuda_sync_point before_ep_alltoall, and cannot run ahead of the GPU past it)",
         ),
         (
             run.framework == "torchtitan" and run.tp > 1 and run.precision in FP8_RECIPE_OF,
@@ -384,8 +409,26 @@ def _ub_config(run: PublishedRun) -> UbConfigName:
     return run.tp_comm_overlap if run.tp > 1 and run.sequence_parallel else ""
 
 
+def _token_drop(run: PublishedRun, model: ModelSpec, layout: Layout) -> dict[str, Any]:
+    """The expert load of a token-drop run (memory.moe_capacity_factor, which the compute and
+    communication models read as the busiest GPU's load: explorer.memory.activations
+    expert_load): padded to capacity, every expert runs at its capacity whatever the routing
+    (explorer.compute.moe.drop_and_pad: Megatron-Core's capacity, rounded up per expert);
+    dropped but not padded, no expert runs above it. Nothing for a dropless run."""
+    factor = run.moe_capacity_factor
+    if factor is None or not model.is_moe:
+        return {}
+    if run.moe_pad_to_capacity:
+        return {"moe_capacity_factor": drop_and_pad(model, layout, run.seq_len, factor).load}
+    imbalance = 1.0 if run.balanced_routing else DEFAULT_ESTIMATE_ASSUMPTIONS.memory.moe_imbalance
+    return {"moe_imbalance": min(imbalance, factor)}
+
+
 def _assumptions(
-    run: PublishedRun, recipe: Fp8Recipe | None, tp_comm_overlap: bool = TP_COMM_OVERLAP_DEFAULT
+    run: PublishedRun,
+    recipe: Fp8Recipe | None,
+    tp_comm_overlap: bool = TP_COMM_OVERLAP_DEFAULT,
+    token_drop: dict[str, Any] | None = None,
 ) -> EstimateAssumptions:
     base = DEFAULT_ESTIMATE_ASSUMPTIONS
     memory = replace(
@@ -398,6 +441,8 @@ def _assumptions(
         **_dispatch_and_graphs(run),
         **_step_grad_sync_memory(run),
     )
+    if token_drop:
+        memory = replace(memory, **token_drop)
     comm = replace(
         base.comm,
         ep_domain_dedup=run.ep_dispatcher != "alltoall",
@@ -463,7 +508,7 @@ def scenario(run: PublishedRun, tp_comm_overlap: bool = TP_COMM_OVERLAP_DEFAULT)
         cluster=_cluster(run),
         layout=layout,
         workload=workload,
-        assumptions=_assumptions(run, fp8_recipe, tp_comm_overlap),
+        assumptions=_assumptions(run, fp8_recipe, tp_comm_overlap, _token_drop(run, model, layout)),
         inexact=tuple(inexact + more),
         unmodelled=_unmodelled(run, tp_comm_overlap),
     )

@@ -145,6 +145,12 @@ class PublishedRun(BaseModel):
     """The context-parallel exchange as published: p2p ring (Megatron-Core), all-gather of K
     and V (Llama 3, arXiv:2407.21783, sec. 3.3.2) or all-to-all (DeepSpeed-Ulysses)."""
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] = "alltoall"
+    moe_capacity_factor: float | None = Field(default=None, gt=0)
+    """Megatron-Core --moe-expert-capacity-factor where the run drops tokens (Megatron-Bridge's
+    "tokendrop" rows: apply_moe_token_drop, 1.0); None: token-dropless."""
+    moe_pad_to_capacity: bool = False
+    """--moe-pad-expert-input-to-capacity: every expert runs at its capacity, so the grouped
+    GEMMs and the all-to-all have fixed sizes and the dispatcher copies nothing to the host."""
     moe_a2a_overlap: bool = False
     fp8_dispatch: bool = False
     balanced_routing: bool = False
@@ -174,6 +180,12 @@ class PublishedRun(BaseModel):
             )
         if (self.dp * self.cp * self.tp) % (self.ep * self.etp):
             raise ValueError(f"{self.id}: ep x etp must divide dp x cp x tp (Megatron-Core)")
+        if self.moe_pad_to_capacity and self.moe_capacity_factor is None:
+            raise ValueError(f"{self.id}: padding to capacity needs a capacity factor")
+        if self.moe_capacity_factor is not None and self.ep_dispatcher != "alltoall":
+            raise ValueError(  # Megatron-Bridge apply_moe_token_drop asserts the alltoall one
+                f"{self.id}: token drop runs with the alltoall dispatcher only"
+            )
         if self.metric != "tokens_per_s_per_gpu" and not self.formula:
             raise ValueError(f"{self.id}: a {self.metric} figure needs its conversion formula")
         return self
