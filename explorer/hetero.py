@@ -231,6 +231,8 @@ def hetero_pp(
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
     known: tuple[Estimate | None, ...] | None = None,
+    *,
+    time_unfit: bool = True,
 ) -> HeteroStep:
     """Pipeline rank r on group ``placement[r]``: layers balanced over the types' speeds, each
     stage timed and its memory checked on its own GPU, the step through the schedule, s.
@@ -239,6 +241,8 @@ def hetero_pp(
     ``known`` may hold, per group, the estimate of ``layout`` (its own split) on
     ``_on(group, world)`` already made (the pipeline search's); across types only its stages
     are read, so the others are timed without their memory (the balanced split's is checked).
+    ``time_unfit`` False: across types, a balanced split that some type cannot hold is not
+    timed (every step infinite; memory per type as always), as the pipeline search reads.
     Raises ValueError (one sentence) for a placement that does not name a group per rank.
     Source: module docstring.
     """
@@ -259,7 +263,21 @@ def hetero_pp(
         layers = balanced_layers(model.num_hidden_layers, per_block, extra)
         layout = replace(layout, stage_layers=layers)
         # Only the stages and memory of each type are read: its own pipeline is not timed.
-        plain = [_parts(model, c, layout, workload, assumptions) for c in sized]
+        # Memory first (``_parts``'s own calls): a split some type cannot hold may stop there.
+        resolved = resolve_workload(layout, workload)
+        memories = [_memory(model, c, layout, workload, assumptions, resolved) for c in sized]
+        untimed = []  # each type's memory, its step not timed
+        for i, (g, mem) in enumerate(zip(groups, memories, strict=True)):
+            peak = _pp_peak(mem, placement, i)
+            untimed.append(TypeStep(gpu=g.gpu.name, replicas=placement.count(i),
+                                    microbatches=resolved.microbatches, step_s=math.inf,
+                                    peak_bytes=peak, fits=peak <= g.gpu.memory_bytes))  # fmt: skip
+        if not time_unfit and not all(t.fits for t in untimed):
+            return HeteroStep(step_s=math.inf, types=tuple(untimed), stage_layers=layers)
+        plain = [_Parts(stage_times(model, c, layout, workload, assumptions,
+                                    stage_context(model, c, layout, workload, assumptions,
+                                                  resolved=resolved)), mem, resolved.microbatches)
+                 for c, mem in zip(sized, memories, strict=True)]  # fmt: skip
     else:
         plain = [_of(e) if e else _parts(model, c, layout, workload, assumptions)
                  for c, e in zip(sized, given, strict=True)]  # fmt: skip
@@ -267,14 +285,20 @@ def hetero_pp(
     pipe, tail = time_step(stages, layout, plain[0].microbatches, assumptions.pipeline_model)
     types = []
     for i, (g, est) in enumerate(zip(groups, plain, strict=True)):
-        ranks = [r for r, p in enumerate(placement) if p == i]
         assert est.memory is not None  # _parts asked for it
-        peak = max((est.memory.stages[r].total_bytes for r in ranks), default=0.0)
-        types.append(TypeStep(gpu=g.gpu.name, replicas=len(ranks), microbatches=est.microbatches,
+        peak = _pp_peak(est.memory, placement, i)
+        types.append(TypeStep(gpu=g.gpu.name, replicas=placement.count(i),
+                              microbatches=est.microbatches,
                               step_s=pipe.makespan_s + tail, peak_bytes=peak,
                               fits=peak <= g.gpu.memory_bytes))  # fmt: skip
     return HeteroStep(step_s=pipe.makespan_s + tail, types=tuple(types),
                       stage_layers=layout.stage_layers)  # fmt: skip
+
+
+def _pp_peak(memory: TrainingMemory, placement: tuple[int, ...], group: int) -> float:
+    """Most bytes on one GPU of ``group``: its pipeline ranks' stages, B (0 without ranks)."""
+    return max((memory.stages[r].total_bytes for r, g in enumerate(placement) if g == group),
+               default=0.0)  # fmt: skip
 
 
 def parse_groups(text: str) -> tuple[tuple[str, int], ...]:
