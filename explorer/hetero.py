@@ -20,6 +20,7 @@ stage against its own GPU. One group is today's estimate exactly (tests/test_het
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
@@ -213,13 +214,15 @@ def _rank_costs(stages: tuple[StageTime, ...]) -> tuple[float, tuple[float, ...]
 def balanced_layers(num_layers: int, per_block_s: tuple[float, ...],
                     extra_s: tuple[float, ...]) -> tuple[int, ...]:  # fmt: skip
     """Blocks per pipeline rank, at least one each, minimising the slowest rank's cycle
-    n_r x per_block_r + extra_r (one block at a time to the rank that ends it first: min-max).
-    """
+    n_r x per_block_r + extra_r (one block at a time to the rank that ends it first: min-max;
+    at equal cycles the first rank). A heap of each rank's cycle with one block more."""
     counts = [1] * len(per_block_s)
+    after = [(2 * t + e, r) for r, (t, e) in enumerate(zip(per_block_s, extra_s, strict=True))]
+    heapq.heapify(after)  # (cycle, rank): the least cycle first, then the first rank
     for _ in range(num_layers - len(counts)):
-        best = min(range(len(counts)),
-                   key=lambda r: (counts[r] + 1) * per_block_s[r] + extra_s[r])  # fmt: skip
+        best = heapq.heappop(after)[1]
         counts[best] += 1
+        heapq.heappush(after, ((counts[best] + 1) * per_block_s[best] + extra_s[best], best))
     return tuple(counts)
 
 
