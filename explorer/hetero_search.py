@@ -1,7 +1,8 @@
 """The mesh search on a mixed cluster, and with a straggler: layouts ranked by the step they get.
 
-Both wrap ``explorer.search.search`` (its public entry point only) and re-rank what it ranks,
-with a certificate that the re-ranked top is exact:
+Both wrap the mesh search (``explorer.search.core.resumable_search``: ``search``'s own branch
+and bound, ranked further on demand) and re-rank what it ranks, with a certificate that the
+re-ranked top is exact:
 
 - mixed cluster, data parallel across types (``explorer.hetero.hetero_dp``): the search runs on
   each GPU type's cluster (its GPU and links, sized to the whole world, as ``hetero_dp`` times
@@ -15,10 +16,13 @@ with a certificate that the re-ranked top is exact:
   form of Narayanan et al. 2021 sec. 2.2) makes that harmonic mean of ``last_g`` the bound
   (a named assumption: rounding and the simulated schedules may leave it a little loose).
   When the ``ranked``-th mixed step is within that bound the top is exact;
-  otherwise K doubles (up to ``MAX_K``) and the result says when it is not certain. Each
+  otherwise K grows (up to ``MAX_K``) and the result says when it is not certain. Each
   type's K is its own: under a speed split a much slower type is first searched for its best
   layout alone (``SLOW_START``; its last_g is then its best step), the fastest for more
-  (``FAST_START``), and ``_more`` asks more of the type that needs the fewest.
+  (``FAST_START``), and ``_more`` asks more of the type that needs the fewest. A type's
+  search is one ``explorer.search.core.resumable_search``: asked for more, it goes on from
+  its last K (its first K are ``search(..., ranked=K)``'s), so a longer K costs only the
+  layouts beyond.
 - a straggler (``explorer.straggler``): its step with the slow part in place is at least the
   step at speed (every slowed time is scaled by 1 + slowdown >= 1), so the same certificate
   holds against the search's own K-th step; at 0% the ranking is today's.
@@ -241,7 +245,7 @@ def mixed_search(
             run(i, k)
         rows, rejected, lasts, bound, certain = settle()
     # Then each round asks more layouts of the type that reaches the bound needed soonest
-    # (``_more``): the certificate is the same, only fewer searches run again.
+    # (``_more``): the certificate is the same; its search goes on from its last K.
     while not certain:
         wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
         more = _more(merged, split, results, ks, lasts, wanted, k)
@@ -278,13 +282,15 @@ fastest type's (the bench's A100s against H100s or H800s: 0.1), else from the st
 choice of speed, not of the ranking)."""
 SLOW_START = 1
 """The speed split's first K for the slower types: their best layout (a choice of speed, not
-of the ranking; a search costs its fixed part at any K, and on the bench's mixes the slower
+of the ranking, made when every search started from scratch: on the bench's mixes the slower
 type's 40 fastest instead of 1 saved the fastest type 28, 13 and 15 layouts, far less time
 than the slower type's longer search took). When the bound needs more of a slower type, its
-next search ranks the start K (``_more``)."""
+search goes on to the start K (``_more``). The start Ks also set which layouts the types'
+searches ranked, and so ``rejected``: they are kept as they were."""
 EXTRAPOLATE_MARGIN = 2.0
-"""How far past the extrapolated K a type's next search reaches (a guess too short costs one
-more search, one too long a slower one; a choice of speed, not of the ranking)."""
+"""How far past the extrapolated K a type's search goes next (a guess too short costs one
+more round, one too long layouts ranked for nothing; a choice of speed, not of the
+ranking)."""
 
 
 def _reach(ranked: Ranked, k: int, needed_s: float) -> int:
