@@ -20,6 +20,7 @@ stage against its own GPU. One group is today's estimate exactly (tests/test_het
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
@@ -213,13 +214,15 @@ def _rank_costs(stages: tuple[StageTime, ...]) -> tuple[float, tuple[float, ...]
 def balanced_layers(num_layers: int, per_block_s: tuple[float, ...],
                     extra_s: tuple[float, ...]) -> tuple[int, ...]:  # fmt: skip
     """Blocks per pipeline rank, at least one each, minimising the slowest rank's cycle
-    n_r x per_block_r + extra_r (one block at a time to the rank that ends it first: min-max).
-    """
+    n_r x per_block_r + extra_r (one block at a time to the rank that ends it first: min-max;
+    at equal cycles the first rank). A heap of each rank's cycle with one block more."""
     counts = [1] * len(per_block_s)
+    after = [(2 * t + e, r) for r, (t, e) in enumerate(zip(per_block_s, extra_s, strict=True))]
+    heapq.heapify(after)  # (cycle, rank): the least cycle first, then the first rank
     for _ in range(num_layers - len(counts)):
-        best = min(range(len(counts)),
-                   key=lambda r: (counts[r] + 1) * per_block_s[r] + extra_s[r])  # fmt: skip
+        best = heapq.heappop(after)[1]
         counts[best] += 1
+        heapq.heappush(after, ((counts[best] + 1) * per_block_s[best] + extra_s[best], best))
     return tuple(counts)
 
 
@@ -231,6 +234,8 @@ def hetero_pp(
     workload: TrainingWorkload,
     assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
     known: tuple[Estimate | None, ...] | None = None,
+    *,
+    time_unfit: bool = True,
 ) -> HeteroStep:
     """Pipeline rank r on group ``placement[r]``: layers balanced over the types' speeds, each
     stage timed and its memory checked on its own GPU, the step through the schedule, s.
@@ -239,6 +244,8 @@ def hetero_pp(
     ``known`` may hold, per group, the estimate of ``layout`` (its own split) on
     ``_on(group, world)`` already made (the pipeline search's); across types only its stages
     are read, so the others are timed without their memory (the balanced split's is checked).
+    ``time_unfit`` False: across types, a balanced split that some type cannot hold is not
+    timed (every step infinite; memory per type as always), as the pipeline search reads.
     Raises ValueError (one sentence) for a placement that does not name a group per rank.
     Source: module docstring.
     """
@@ -259,7 +266,21 @@ def hetero_pp(
         layers = balanced_layers(model.num_hidden_layers, per_block, extra)
         layout = replace(layout, stage_layers=layers)
         # Only the stages and memory of each type are read: its own pipeline is not timed.
-        plain = [_parts(model, c, layout, workload, assumptions) for c in sized]
+        # Memory first (``_parts``'s own calls): a split some type cannot hold may stop there.
+        resolved = resolve_workload(layout, workload)
+        memories = [_memory(model, c, layout, workload, assumptions, resolved) for c in sized]
+        untimed = []  # each type's memory, its step not timed
+        for i, (g, mem) in enumerate(zip(groups, memories, strict=True)):
+            peak = _pp_peak(mem, placement, i)
+            untimed.append(TypeStep(gpu=g.gpu.name, replicas=placement.count(i),
+                                    microbatches=resolved.microbatches, step_s=math.inf,
+                                    peak_bytes=peak, fits=peak <= g.gpu.memory_bytes))  # fmt: skip
+        if not time_unfit and not all(t.fits for t in untimed):
+            return HeteroStep(step_s=math.inf, types=tuple(untimed), stage_layers=layers)
+        plain = [_Parts(stage_times(model, c, layout, workload, assumptions,
+                                    stage_context(model, c, layout, workload, assumptions,
+                                                  resolved=resolved)), mem, resolved.microbatches)
+                 for c, mem in zip(sized, memories, strict=True)]  # fmt: skip
     else:
         plain = [_of(e) if e else _parts(model, c, layout, workload, assumptions)
                  for c, e in zip(sized, given, strict=True)]  # fmt: skip
@@ -267,14 +288,20 @@ def hetero_pp(
     pipe, tail = time_step(stages, layout, plain[0].microbatches, assumptions.pipeline_model)
     types = []
     for i, (g, est) in enumerate(zip(groups, plain, strict=True)):
-        ranks = [r for r, p in enumerate(placement) if p == i]
         assert est.memory is not None  # _parts asked for it
-        peak = max((est.memory.stages[r].total_bytes for r in ranks), default=0.0)
-        types.append(TypeStep(gpu=g.gpu.name, replicas=len(ranks), microbatches=est.microbatches,
+        peak = _pp_peak(est.memory, placement, i)
+        types.append(TypeStep(gpu=g.gpu.name, replicas=placement.count(i),
+                              microbatches=est.microbatches,
                               step_s=pipe.makespan_s + tail, peak_bytes=peak,
                               fits=peak <= g.gpu.memory_bytes))  # fmt: skip
     return HeteroStep(step_s=pipe.makespan_s + tail, types=tuple(types),
                       stage_layers=layout.stage_layers)  # fmt: skip
+
+
+def _pp_peak(memory: TrainingMemory, placement: tuple[int, ...], group: int) -> float:
+    """Most bytes on one GPU of ``group``: its pipeline ranks' stages, B (0 without ranks)."""
+    return max((memory.stages[r].total_bytes for r, g in enumerate(placement) if g == group),
+               default=0.0)  # fmt: skip
 
 
 def parse_groups(text: str) -> tuple[tuple[str, int], ...]:

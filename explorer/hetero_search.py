@@ -1,7 +1,8 @@
 """The mesh search on a mixed cluster, and with a straggler: layouts ranked by the step they get.
 
-Both wrap ``explorer.search.search`` (its public entry point only) and re-rank what it ranks,
-with a certificate that the re-ranked top is exact:
+Both wrap the mesh search (``explorer.search.core.resumable_search``: ``search``'s own branch
+and bound, ranked further on demand) and re-rank what it ranks, with a certificate that the
+re-ranked top is exact:
 
 - mixed cluster, data parallel across types (``explorer.hetero.hetero_dp``): the search runs on
   each GPU type's cluster (its GPU and links, sized to the whole world, as ``hetero_dp`` times
@@ -15,10 +16,13 @@ with a certificate that the re-ranked top is exact:
   form of Narayanan et al. 2021 sec. 2.2) makes that harmonic mean of ``last_g`` the bound
   (a named assumption: rounding and the simulated schedules may leave it a little loose).
   When the ``ranked``-th mixed step is within that bound the top is exact;
-  otherwise K doubles (up to ``MAX_K``) and the result says when it is not certain. Each
+  otherwise K grows (up to ``MAX_K``) and the result says when it is not certain. Each
   type's K is its own: under a speed split a much slower type is first searched for its best
   layout alone (``SLOW_START``; its last_g is then its best step), the fastest for more
-  (``FAST_START``), and ``_more`` asks more of the type that needs the fewest.
+  (``FAST_START``), and ``_more`` asks more of the type that needs the fewest. A type's
+  search is one ``explorer.search.core.resumable_search``: asked for more, it goes on from
+  its last K (its first K are ``search(..., ranked=K)``'s), so a longer K costs only the
+  layouts beyond.
 - a straggler (``explorer.straggler``): its step with the slow part in place is at least the
   step at speed (every slowed time is scaled by 1 + slowdown >= 1), so the same certificate
   holds against the search's own K-th step; at 0% the ranking is today's.
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Literal
@@ -42,7 +47,7 @@ from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAs
 from explorer.hetero import BatchSplit, HeteroStep, _on, hetero_dp, hetero_pp
 from explorer.limits import MAX_GPUS
 from explorer.mesh import SearchSpace
-from explorer.search import SearchResult, search
+from explorer.search.core import resumable_search
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.straggler import (
     Straggler,
@@ -55,6 +60,24 @@ from explorer.units import GiB
 
 MAX_K = 160
 """Most layouts asked of one type's search before the re-ranked top is reported uncertain."""
+
+
+Rank = Callable[[int], tuple[tuple[Estimate, ...], int]]
+"""One type's search, ranked further on each call: K -> (its K fastest, layouts evaluated)."""
+
+
+def _resumable(model: ModelSpec, cluster: ClusterSpec, workload: TrainingWorkload, world: int,
+               space: SearchSpace, assumptions: EstimateAssumptions) -> Rank:  # fmt: skip
+    """``explorer.search.core.resumable_search`` of one type's cluster, started on first use."""
+    started: list[Rank] = []
+
+    def rank(k: int) -> tuple[tuple[Estimate, ...], int]:
+        if not started:
+            started.append(resumable_search(model, cluster, workload, num_gpus=world,
+                                            space=space, assumptions=assumptions))  # fmt: skip
+        return started[0](k)
+
+    return rank
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,9 +154,13 @@ def _mixed_space(space: SearchSpace, groups: tuple[ClusterSpec, ...]) -> SearchS
     return replace(space, tp_values=keep(space.tp_values), pp_values=keep(space.pp_values))
 
 
-def _last(result: SearchResult, k: int) -> float:
+Ranked = tuple[Estimate, ...]
+"""A type's search's ranked estimates, fastest first."""
+
+
+def _last(ranked: Ranked, k: int) -> float:
     """The K-th ranked step, or infinity when the search ranked everything that fits."""
-    return result.estimates[-1].step_time_s if len(result.estimates) >= k else math.inf
+    return ranked[-1].step_time_s if len(ranked) >= k else math.inf
 
 
 def _harmonic(groups: tuple[ClusterSpec, ...], steps: list[float]) -> float:
@@ -177,16 +204,18 @@ def mixed_search(
     # The speed split's bound is looser (a harmonic mean): it starts from more layouts.
     k = max(2 * ranked, 20) if split == "even" else max(4 * ranked, 40)
     seen: dict[Layout, HeteroStep | str] = {}  # mixed steps (or why not) already timed
-    results: list[SearchResult | None] = [None] * len(sized)
+    results: list[Ranked | None] = [None] * len(sized)
     ks = [0] * len(sized)  # K each type's search ranked (0: not run)
     evaluated = 0
+    # One search per type, ranked further when the bound needs more of it (``resumable_search``:
+    # its first K are ``search(..., ranked=K)``'s, so a longer K costs only the layouts beyond).
+    searches = [_resumable(model, c, workload, world, chosen, assumptions) for c in sized]
 
     def run(i: int, k: int) -> None:
         nonlocal evaluated
-        results[i] = found = search(model, sized[i], workload, num_gpus=world, space=chosen,
-                                    ranked=k, assumptions=assumptions)  # fmt: skip
+        results[i], found = searches[i](k)
         ks[i] = k
-        evaluated = max(evaluated, found.evaluated)
+        evaluated = max(evaluated, found)
 
     def settle() -> tuple[list[MixedRow], list[tuple[Layout, str]], dict[int, float], float, bool]:
         rows, rejected = _rerank(model, merged, workload, split, assumptions, results, seen)
@@ -216,7 +245,7 @@ def mixed_search(
             run(i, k)
         rows, rejected, lasts, bound, certain = settle()
     # Then each round asks more layouts of the type that reaches the bound needed soonest
-    # (``_more``): the certificate is the same, only fewer searches run again.
+    # (``_more``): the certificate is the same; its search goes on from its last K.
     while not certain:
         wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
         more = _more(merged, split, results, ks, lasts, wanted, k)
@@ -253,19 +282,21 @@ fastest type's (the bench's A100s against H100s or H800s: 0.1), else from the st
 choice of speed, not of the ranking)."""
 SLOW_START = 1
 """The speed split's first K for the slower types: their best layout (a choice of speed, not
-of the ranking; a search costs its fixed part at any K, and on the bench's mixes the slower
+of the ranking, made when every search started from scratch: on the bench's mixes the slower
 type's 40 fastest instead of 1 saved the fastest type 28, 13 and 15 layouts, far less time
 than the slower type's longer search took). When the bound needs more of a slower type, its
-next search ranks the start K (``_more``)."""
+search goes on to the start K (``_more``). The start Ks also set which layouts the types'
+searches ranked, and so ``rejected``: they are kept as they were."""
 EXTRAPOLATE_MARGIN = 2.0
-"""How far past the extrapolated K a type's next search reaches (a guess too short costs one
-more search, one too long a slower one; a choice of speed, not of the ranking)."""
+"""How far past the extrapolated K a type's search goes next (a guess too short costs one
+more round, one too long layouts ranked for nothing; a choice of speed, not of the
+ranking)."""
 
 
-def _reach(result: SearchResult, k: int, needed_s: float) -> int:
+def _reach(ranked: Ranked, k: int, needed_s: float) -> int:
     """The K at which a type's search is expected to rank a step of ``needed_s``: its ranked
     steps extended along the slope of their last half (at least K + K / 4, at most MAX_K)."""
-    steps = [e.step_time_s for e in result.estimates]
+    steps = [e.step_time_s for e in ranked]
     half = len(steps) // 2
     slope = (steps[-1] - steps[half - 1]) / (len(steps) - half) if half else 0.0
     if slope <= 0 or not math.isfinite(needed_s):
@@ -275,7 +306,7 @@ def _reach(result: SearchResult, k: int, needed_s: float) -> int:
 
 
 def _more(
-    groups: tuple[ClusterSpec, ...], split: BatchSplit, results: list[SearchResult | None],
+    groups: tuple[ClusterSpec, ...], split: BatchSplit, results: list[Ranked | None],
     ks: list[int], lasts: dict[int, float], wanted_s: float, start: int,
 ) -> dict[int, int]:  # fmt: skip
     """The next K of the types to search again, {} when none can rank more.
@@ -318,14 +349,14 @@ def _more(
 
 def _rerank(
     model: ModelSpec, groups: tuple[ClusterSpec, ...], workload: TrainingWorkload,
-    split: BatchSplit, a: EstimateAssumptions, results: list[SearchResult | None],
+    split: BatchSplit, a: EstimateAssumptions, results: list[Ranked | None],
     seen: dict[Layout, HeteroStep | str],
 ) -> tuple[list[MixedRow], list[tuple[Layout, str]]]:  # fmt: skip
     """Every layout the types' searches ranked, timed on the mixed cluster, fastest first."""
     known: dict[Layout, list[Estimate | None]] = {}
     order: list[Layout] = []
     for i, result in enumerate(results):
-        for e in result.estimates if result is not None else ():
+        for e in result or ():
             if e.layout not in known:
                 known[e.layout] = [None] * len(groups)
                 order.append(e.layout)
@@ -426,50 +457,22 @@ def pipeline_search(
     rows: list[MixedRow] = []
     rejected: list[tuple[Layout, str]] = []
     seen: set[Layout] = set()
-    timed: dict[Layout, _PP] = {}  # each layout on the mixed pipeline, timed once
     sized = tuple(_on(g, world) for g in merged)
-    ranked_by: list[tuple[Estimate, ...]] = [()] * len(merged)  # each type's search, fastest first
-    asked = [0] * len(merged)  # the K each type's search was asked for
+    searches = [_resumable(model, c, workload, world, chosen, assumptions) for c in sized]
+    ranked_by: list[Ranked] = [()] * len(merged)  # each type's search, fastest first
     evaluated = 0
-
-    def run(i: int, reach: int) -> None:
-        nonlocal evaluated
-        result = search(model, sized[i], workload, num_gpus=world, space=chosen, ranked=reach,
-                        assumptions=assumptions)  # fmt: skip
-        ranked_by[i], asked[i] = result.estimates, reach
-        evaluated = max(evaluated, result.evaluated)
-
     # Layouts near a type's memory often do not fit once the faster type takes more layers:
-    # K doubles until ``ranked`` fit or K reaches MAX_K. A search asked for more layouts ranks
-    # the fewer's first in the same order (branch and bound: its first K are the K fastest),
-    # so one search of ``reach`` layouts serves the rounds up to it, each round reading its
-    # first K: the rounds, and so the rows, do not depend on the K searched, only the time.
-    # The slowest type is searched first for PP_REACH x K; how many of its layouts fit the
-    # mixed pipeline round by round (timed once, kept for the rounds) sets the K the other
-    # types are searched for (``_predicted``).
-    slowest = min(range(len(sized)), key=lambda i: sized[i].gpu.bf16_flops_per_s)
-    run(slowest, min(PP_REACH * k, MAX_K))
-    others = _predicted(model, merged, workload, assumptions, ranked_by, slowest, k,
-                        asked[slowest], ranked, timed)  # fmt: skip
-    for i in range(len(sized)):
-        if i != slowest:
-            run(i, others)
-    reach = k
+    # K doubles until ``ranked`` fit or K reaches MAX_K, each round reading every type's K
+    # fastest. Each type's search is ranked further round by round (``resumable_search``: its
+    # first K are ``search(..., ranked=K)``'s), so it ranks no more than the rounds read.
     while True:
         for i in range(len(sized)):
-            if asked[i] < k and len(ranked_by[i]) == asked[i]:
-                run(i, reach)
-        _pipelines(model, merged, workload, assumptions, [r[:k] for r in ranked_by], ranked_by,
-                   rows, rejected, seen, timed)  # fmt: skip
+            ranked_by[i], found = searches[i](k)
+            evaluated = max(evaluated, found)
+        _pipelines(model, merged, workload, assumptions, ranked_by, rows, rejected, seen)
         if len(rows) >= ranked or k >= MAX_K:
             break
-        # The next search reaches the K at which as many rows as found per layout so far give
-        # ``ranked``: the next doubling, or the one after (a search's cost grows faster than
-        # its K, so no further), at most MAX_K.
-        found_per_k = len(rows) / k
-        k, reach = 2 * k, 2 * k
-        if reach < MAX_K and 0 < found_per_k * reach < ranked:
-            reach *= 2
+        k *= 2
     rows.sort(key=lambda r: r.step_s)
     return MixedSearch(
         groups=merged, split="even", rows=tuple(rows[:ranked]), rejected=tuple(rejected),
@@ -478,85 +481,36 @@ def pipeline_search(
     )  # fmt: skip
 
 
-PP_REACH = 4
-"""The slowest type's first search in ``pipeline_search`` ranks PP_REACH x K layouts (the
-rounds K, 2K, 4K read its first ones). A choice of speed, not of the rows: on the bench's Llama
-3.1 70B, 405B and DeepSeek-V3 mixes the rows were found at 4K, 2K and 4K (K = 20), and a search
-from scratch costs about its fixed part again, so one search of 4K beats one of K then one of
-2K or 4K."""
-PP_PREDICT = 1.5
-"""The other types' first K is the first round at which PP_PREDICT x the slowest type's
-layouts that fit the mixed pipeline reach ``ranked`` (a choice of speed, not of the rows: a
-short guess costs one more search, a long one a longer search). On the bench's Llama 3.1 70B,
-405B and DeepSeek-V3 mixes the slowest type's alone gave 3, 6, 12; 4, 12, 18; 0, 2, 6 rows at
-K, 2K, 4K (K = 20) where the union gave 3, 6, 14; 6, 14, 33; 2, 7, 16: 1.5 picks 4K, 2K, 4K,
-the rounds that ended (2 picked 2K for the 70B)."""
-
-
-def _predicted(
-    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
-    assumptions: EstimateAssumptions, ranked_by: list[tuple[Estimate, ...]], slowest: int,
-    k: int, reach: int, ranked: int, timed: dict[Layout, _PP],
-) -> int:  # fmt: skip
-    """The first round K (K, 2K, ... up to ``reach``, the K of the slowest type's search) at
-    which PP_PREDICT x the fitting layouts among the slowest type's first K reach ``ranked``,
-    else ``reach``. Each layout is timed once (``_timed_pp``, kept in ``timed``)."""
-    first = ranked_by[slowest]
-    by_type = [{e.layout: e for e in r} for r in ranked_by]
-    fitting, done = 0, 0
-    while True:
-        for e in first[done:k]:
-            found = _timed_pp(model, merged, workload, assumptions, e.layout, by_type, timed)
-            fitting += not isinstance(found, str) and found[0].fits
-        done = k
-        if PP_PREDICT * fitting >= ranked or k >= reach:
-            return min(k, reach)
-        k *= 2
-
-
-_PP = tuple[HeteroStep, tuple[int, ...]] | str
-"""A layout on the mixed pipeline: (step, placement), or why it cannot run."""
-
-
-def _timed_pp(
-    model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
-    assumptions: EstimateAssumptions, layout: Layout, by_type: list[dict[Layout, Estimate]],
-    timed: dict[Layout, _PP],
-) -> _PP:  # fmt: skip
-    """``layout`` on the mixed pipeline, once per layout (``timed``). A type's estimate of it
-    is reused where that type's search ranked it (only its stages are read, as a fresh
-    estimate's: the rows do not depend on which search ranked it first)."""
-    if layout not in timed:
-        known = tuple(index.get(layout) for index in by_type)
-        try:
-            placement = contiguous_placement(merged, layout)
-            timed[layout] = (hetero_pp(model, merged, placement, layout, workload, assumptions,
-                                       known), placement)  # fmt: skip
-        except ValueError as error:
-            timed[layout] = str(error)
-    return timed[layout]
-
-
 def _pipelines(
     model: ModelSpec, merged: tuple[ClusterSpec, ...], workload: TrainingWorkload,
-    assumptions: EstimateAssumptions, firsts: list[tuple[Estimate, ...]],
-    ranked_by: list[tuple[Estimate, ...]], rows: list[MixedRow],
+    assumptions: EstimateAssumptions, firsts: list[Ranked], rows: list[MixedRow],
     rejected: list[tuple[Layout, str]], seen: set[Layout],
-    timed: dict[Layout, _PP],
 ) -> None:  # fmt: skip
     """Time on the mixed pipeline every layout of the types' K fastest (``firsts``, type by
-    type) not seen yet (``_timed_pp``), fitting ones as rows, the others rejected."""
-    by_type = [{e.layout: e for e in r} for r in ranked_by]
+    type) not seen yet, fitting ones as rows, the others rejected. A type's estimate of a
+    layout is reused where that type's search ranked it (only its stages are read, as a fresh
+    estimate's: the rows do not depend on which search ranked it first)."""
+    by_type = [{e.layout: e for e in r} for r in firsts]
     for first in firsts:
         for e in first:
             if e.layout in seen:
                 continue
             seen.add(e.layout)
-            found = _timed_pp(model, merged, workload, assumptions, e.layout, by_type, timed)
-            if isinstance(found, str):
-                rejected.append((e.layout, found))
+            try:
+                placement = contiguous_placement(merged, e.layout)
+                step = hetero_pp(
+                    model,
+                    merged,
+                    placement,
+                    e.layout,
+                    workload,
+                    assumptions,
+                    tuple(index.get(e.layout) for index in by_type),
+                    time_unfit=False,
+                )  # a rejected one's step is not read
+            except ValueError as error:
+                rejected.append((e.layout, str(error)))
                 continue
-            step, placement = found
             if not step.fits:
                 rejected.append((e.layout, "; ".join(f"needs {t.peak_bytes / GiB:.1f} GiB on "
                                  f"the {t.gpu}" for t in step.types if not t.fits)))  # fmt: skip
@@ -616,12 +570,14 @@ def straggler_search(
     if ranked < 1:
         raise ValueError(f"ranked must be at least 1, got {ranked}")
     k = max(2 * ranked, 20)
+    # One search ranked further while the certificate needs more (``resumable_search``).
+    gpus = cluster.world_size if num_gpus is None else num_gpus
+    rank = _resumable(model, cluster, workload, gpus, space or SearchSpace(), assumptions)
     while True:
-        result = search(model, cluster, workload, num_gpus=num_gpus, space=space, ranked=k,
-                        assumptions=assumptions)  # fmt: skip
+        estimates, evaluated = rank(k)
         rows: list[StragglerRow] = []
         rejected: list[tuple[Layout, str]] = []
-        for e in result.estimates:
+        for e in estimates:
             if straggler.where != "dp" and straggler.stage >= e.layout.pp:
                 rejected.append((e.layout, f"the straggler's stage {straggler.stage} is outside "
                                            f"its {e.layout.pp} pipeline ranks"))  # fmt: skip
@@ -630,21 +586,21 @@ def straggler_search(
                           e.microbatches, assumptions)  # fmt: skip
             rows.append(StragglerRow(layout=e.layout, baseline_step_s=e.step_time_s, step_s=slow))
         rows.sort(key=lambda r: r.step_s)
-        bound = _last(result, k)
+        bound = _last(estimates, k)
         certain = (len(rows) >= ranked and rows[ranked - 1].step_s <= bound) or bound == math.inf
         if certain or k >= MAX_K // 2:
             break
         # The next K: where the search's steps are expected to reach the ranked-th slowed step
         # (``_reach``; doubling when fewer rows than ``ranked`` are known), at most MAX_K / 2.
         wanted = rows[ranked - 1].step_s if len(rows) >= ranked else math.inf
-        k = min(_reach(result, k, wanted), MAX_K // 2)
+        k = min(_reach(estimates, k, wanted), MAX_K // 2)
     top = None
     if rows:
         top = straggler_cost(model, cluster, rows[0].layout, workload, straggler, assumptions)
     return StragglerSearch(
         straggler=straggler, rows=tuple(rows[:ranked]), rejected=tuple(rejected), top=top,
         bound_s=bound, certain=certain, searched=k, elapsed_s=time.perf_counter() - start,
-        evaluated=result.evaluated,
+        evaluated=evaluated,
     )  # fmt: skip
 
 

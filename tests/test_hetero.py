@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -66,6 +67,22 @@ def test_pipeline_ranks_on_a_slower_type_get_fewer_layers_and_memory_is_checked_
     small = replace(a, gpu=replace(a.gpu, memory_bytes=int(16 * GiB)))
     tight = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
     assert [t.fits for t in tight.types] == [True, False] and not tight.fits
+
+
+def test_a_mixed_pipeline_a_type_cannot_hold_is_left_untimed_only_when_asked():
+    # 16 GiB A100s: the 70B's balanced split does not fit them (rejected by the pipeline
+    # search by its memory alone); untimed, every step is infinite, memory per type the same.
+    h, a = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
+    small = replace(a, gpu=replace(a.gpu, memory_bytes=int(16 * GiB)))
+    timed = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
+    untimed = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD, time_unfit=False)
+    assert math.isfinite(timed.step_s) and untimed.step_s == math.inf and not untimed.fits
+    assert untimed.stage_layers == timed.stage_layers
+    assert [(t.peak_bytes, t.fits, t.replicas, t.microbatches) for t in untimed.types] == [
+        (t.peak_bytes, t.fits, t.replicas, t.microbatches) for t in timed.types]  # fmt: skip
+    assert all(t.step_s == math.inf for t in untimed.types)
+    fitting = hetero_pp(MODEL, (h, a), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD, time_unfit=False)
+    assert fitting == hetero_pp(MODEL, (h, a), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
 
 
 def _per_type_estimates(groups, placement, layers, layout):

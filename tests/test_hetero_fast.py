@@ -61,9 +61,14 @@ def test_a_slower_type_searched_for_its_best_alone_keeps_the_exhaustive_top(monk
     import explorer.hetero_search as hs
 
     monkeypatch.setattr(hs, "SLOW_WEIGHT", 10.0)
-    asked = []
-    real = hs.search
-    monkeypatch.setattr(hs, "search", lambda *a, **k: asked.append(k["ranked"]) or real(*a, **k))
+    asked = []  # the K each type's search is ranked to, in turn
+    real = hs.resumable_search
+
+    def recorded(*a, **k):
+        rank = real(*a, **k)
+        return lambda n: asked.append(n) or rank(n)
+
+    monkeypatch.setattr(hs, "resumable_search", recorded)
     groups = (load_cluster("dgx-a100", 3), load_cluster("hgx-h100", 1))
     found = mixed_search(MODEL, groups, WORKLOAD, split="speed", space=SPACE, ranked=5)
     every = _every_mixed_step("speed", groups)
@@ -81,9 +86,8 @@ def test_a_type_searched_for_its_best_alone_is_searched_next_from_the_start_k():
 
     from explorer.hetero_search import _more
 
-    fast = SimpleNamespace(estimates=[SimpleNamespace(step_time_s=0.5 + 0.5 * i / 63)
-                                      for i in range(64)])  # fmt: skip
-    slow = SimpleNamespace(estimates=[SimpleNamespace(step_time_s=2.0)])
+    fast = tuple(SimpleNamespace(step_time_s=0.5 + 0.5 * i / 63) for i in range(64))
+    slow = (SimpleNamespace(step_time_s=2.0),)
     g = load_cluster("hgx-h100", 1)
     more = _more((g, g), "speed", [fast, slow], [64, 1], {0: 1.0, 1: 2.0}, 1.5, 40)
     assert more == {1: 40}

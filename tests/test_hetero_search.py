@@ -31,6 +31,7 @@ from explorer.scenario import (
 from explorer.search import search
 from explorer.specs import TrainingWorkload
 from explorer.straggler import Straggler
+from explorer.units import GiB
 
 MODEL = load_model("llama-3.1-8b")
 WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=64)
@@ -114,26 +115,58 @@ def test_a_pipeline_across_types_gives_the_faster_type_more_layers_and_is_hetero
     assert [r.layout for r in one.rows] == [e.layout for e in today.estimates] and one.certain
 
 
-@pytest.mark.parametrize(("reach", "predict"), [(1, 1.5), (4, 0.01), (4, 100.0), (8, 1.5)])
-def test_the_pipeline_rows_do_not_depend_on_how_far_each_type_is_searched(
-    monkeypatch, reach, predict
-):
-    # The rounds read each type's first K of a search asked for as many or more: PP_REACH and
-    # PP_PREDICT only set how long the searches are, never which layouts a round reads.
-    import explorer.hetero_search as hs
+def _rounds(model, groups, workload, space, ranked):
+    """The pipeline search the long way: round K = 20, 40, ... reads every type's fresh
+    ``search(..., ranked=K)`` and times each layout not seen on the mixed pipeline with
+    ``hetero_pp`` (fully), until ``ranked`` fit; rows by step, rejected in the order seen."""
+    from explorer.hetero import _on
+    from explorer.hetero_search import ONE_STAGE_PER_RANK, _mixed_space
 
+    world = sum(g.world_size for g in groups)
+    chosen = replace(
+        space,
+        schedules=tuple(x for x in space.schedules if x not in ONE_STAGE_PER_RANK),
+        max_virtual=1,
+        pp_values=tuple(d for d in range(2, world + 1) if world % d == 0),
+        tp_values=_mixed_space(replace(space, pp_values=None), groups).tp_values,
+    )
+    rows, rejected, seen, k = [], [], set(), max(2 * ranked, 20)  # fmt: skip
+    while True:
+        for g in groups:
+            for e in search(model, _on(g, world), workload, num_gpus=world, space=chosen,
+                            ranked=k).estimates:  # fmt: skip
+                if e.layout in seen:
+                    continue
+                seen.add(e.layout)
+                try:
+                    placement = contiguous_placement(groups, e.layout)
+                    step = hetero_pp(model, groups, placement, e.layout, workload)
+                except ValueError as error:
+                    rejected.append((e.layout, str(error)))
+                    continue
+                (rows if step.fits else rejected).append((e.layout, step))
+        if len(rows) >= ranked or k >= 160:
+            return sorted(rows, key=lambda r: r[1].step_s), rejected, k
+        k *= 2
+
+
+def test_the_pipeline_rows_are_the_rounds_of_fresh_searches_timed_in_full():
+    # Each type's search is ranked further round by round (resumable) and a balanced split a
+    # type cannot hold is not timed: neither changes a row, a rejection or the K reached.
     # Llama 3.1 70B on 16 + 16 GPUs: few layouts fit the mixed pipeline, so asking for 10 runs
     # more than one round (K = 20, 40, ...).
     big, space = load_model("llama-3.1-70b"), replace(SPACE, micro_batch_sizes=(1, 2),
                                                       zero_stages=(0, 1))  # fmt: skip
-    today = pipeline_search(big, (H100, A100), WORKLOAD, space=space, ranked=10)
-    monkeypatch.setattr(hs, "PP_REACH", reach)
-    monkeypatch.setattr(hs, "PP_PREDICT", predict)
-    other = pipeline_search(big, (H100, A100), WORKLOAD, space=space, ranked=10)
-    assert today.searched > 20 and today.rows
-    assert [(r.layout, r.step_s, r.hetero) for r in other.rows] == [
-        (r.layout, r.step_s, r.hetero) for r in today.rows]  # fmt: skip
-    assert other.rejected == today.rejected and other.searched == today.searched
+    found = pipeline_search(big, (H100, A100), WORKLOAD, space=space, ranked=10)
+    rows, rejected, k = _rounds(big, (H100, A100), WORKLOAD, space, 10)
+    assert found.searched == k > 20 and len(rows) > 3
+    assert [(r.layout, r.step_s, r.hetero) for r in found.rows] == [
+        (layout, step.step_s, step) for layout, step in rows[:10]]  # fmt: skip
+    assert [lay for lay, _ in found.rejected] == [lay for lay, _ in rejected]
+    for (_, why), (_, step) in zip(found.rejected, rejected, strict=True):
+        if not isinstance(step, str):  # the memory message per type that does not fit
+            assert why == "; ".join(f"needs {t.peak_bytes / GiB:.1f} GiB on the {t.gpu}"
+                                    for t in step.types if not t.fits)  # fmt: skip
 
 
 def test_a_placement_the_groups_cannot_hold_is_one_sentence():

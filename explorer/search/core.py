@@ -366,3 +366,62 @@ def _searcher(
     rules = (("memory", floor.states_rule), ("memory", floor.layout_rule))
     tree = Tree(problem, {"zero": rules})
     return _Search(tree, bounds, assumptions, limit, recipe)
+
+
+def resumable_search(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    *,
+    num_gpus: int | None = None,
+    space: SearchSpace | None = None,
+    assumptions: EstimateAssumptions = DEFAULT_ESTIMATE_ASSUMPTIONS,
+    budget_s: float = SEARCH_BUDGET_S,
+) -> Callable[[int], tuple[tuple[Estimate, ...], int]]:
+    """``search`` that can be asked for more: ``rank(k)`` returns what ``search(...,
+    ranked=k)`` would, its estimates and ``evaluated``, going on from where the last call
+    stopped. The queue pops in the same order whatever the limit (``_Search.run`` stops right
+    after the K-th row), so a longer search's first K are the K search's; a K below one asked
+    before is that prefix. No recipe, no progress callback; each call has its own budget.
+    Raises ValueError (one sentence) as ``search`` does.
+    """
+    gpus = cluster.world_size if num_gpus is None else num_gpus
+    problem = Problem(model=model, cluster=cluster, workload=workload, num_gpus=gpus,
+                      space=space or SearchSpace())  # fmt: skip
+    run = _searcher(problem, assumptions, 0.0)
+    started = False
+
+    def rank(k: int) -> tuple[tuple[Estimate, ...], int]:
+        nonlocal started
+        if k < 1:
+            raise ValueError(f"ranked must be at least 1, got {k}")
+        collecting = gc.isenabled()
+        gc.disable()  # as in ``search``
+        try:
+            if not started:
+                run.expand(-1, ROOT, 0.0)
+                started = True
+            deadline, popped = time.perf_counter() + budget_s, 0
+            while run.queue and len(run.ranked) < k:  # the loop of ``_Search.run``
+                popped += 1
+                if popped % _CHECK_EVERY == 0:
+                    _within_budget(deadline, budget_s, len(run.queue))
+                entry = heapq.heappop(run.queue)
+                if entry.phase == _ROW:
+                    run.ranked.append(entry.item)
+                    run.covered += 1
+                elif entry.phase == _STEP:
+                    run.evaluate(entry.item)
+                elif entry.phase == _LOOSE:
+                    run.tighten(entry.depth, entry.item, entry.priority)
+                else:
+                    run.settle(entry.depth, entry.item, entry.priority)
+        finally:
+            if collecting:
+                gc.enable()
+        # ``evaluated``: the layouts settled and those under what is still queued (``leftovers``)
+        queued = sum(1 if e.depth == LEAF else run.tree.leaves_below(e.item, e.depth)
+                     for e in run.queue)  # fmt: skip
+        return tuple(run.ranked[:k]), run.covered + queued
+
+    return rank
