@@ -171,10 +171,23 @@ class Axis:
     start: float = 0.0  # pixel of the domain's start (left, or bottom)
     end: float = 0.0
     reversed: bool = False
+    frozen: tuple[float, float] | None = None  # the span, once every value is in
+
+    def __post_init__(self) -> None:  # Plotly's property lookups are slow: read them once
+        lay = self.layout
+        self.kind = lay.type
+        self.explicit = lay.range
+        self.autorange = lay.autorange
+        self.rangemode = lay.rangemode
 
     @property
     def is_category(self) -> bool:
-        return self.layout.type == "category" or bool(self.categories)
+        return self.kind == "category" or bool(self.categories)
+
+    def freeze(self) -> None:
+        """Fix the span (every trace's values are included); pixel() then reads it."""
+        self.frozen = None
+        self.frozen = self.span()
 
     def include(self, values: Sequence[float]) -> None:
         finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
@@ -190,8 +203,10 @@ class Axis:
         return float(value)  # type: ignore[arg-type]
 
     def span(self) -> tuple[float, float]:
-        explicit = self.layout.range
-        if explicit is not None and self.layout.autorange in (None, False):
+        if self.frozen is not None:
+            return self.frozen
+        explicit = self.explicit
+        if explicit is not None and self.autorange in (None, False):
             low, high = float(explicit[0]), float(explicit[1])
         elif self.is_category:
             low, high = -0.5, len(self.categories) - 0.5
@@ -199,7 +214,7 @@ class Axis:
             low, high = self.low, self.high
             if not math.isfinite(low):
                 low, high = 0.0, 1.0
-            if self.layout.rangemode == "tozero":
+            if self.rangemode == "tozero":
                 low, high = min(low, 0.0), max(high, 0.0)
             pad = (high - low) * 0.05 or 1.0
             low, high = low - pad * (low != 0), high + pad
@@ -337,7 +352,9 @@ def figure_svg(fig: Figure) -> str:
             b = axes[other]
             b.include([a.low, a.high])
             a.low, a.high = b.low, b.high
-        a.reversed = a.layout.autorange == "reversed"
+        a.reversed = a.autorange == "reversed"
+    for a in axes.values():
+        a.freeze()
     # Legend entries (trace order; reversed when the layout says so).
     legend = layout.legend
     entries = []
@@ -538,6 +555,7 @@ def _draw_bars(
     texts = _array(trace.text, n, None)
     custom = _array(trace.customdata, n, None) if trace.customdata is not None else [None] * n
     template = trace.hovertemplate or ""
+    name = trace.name or ""
     half = (1 - gap) / 2
     for i in range(n):
         position = cat_axis.position(cats[i])
@@ -559,10 +577,10 @@ def _draw_bars(
             "x": vals[i] if horizontal else cats[i],
             "y": cats[i] if horizontal else vals[i],
             "customdata": custom[i],
-            "fullData.name": trace.name or "",
+            "fullData.name": name,
             "text": texts[i],
         }
-        tip = hover_text(template, point) if template else f"{trace.name}: {vals[i]:.4g}"
+        tip = hover_text(template, point) if template else f"{name}: {vals[i]:.4g}"
         fill_opacity = "" if opacity[i] in (None, 1, 1.0) else f' fill-opacity="{opacity[i]:.2f}"'
         canvas.add(
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.5):.1f}" height="{h:.1f}" '
