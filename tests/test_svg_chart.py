@@ -77,6 +77,7 @@ def test_the_memory_figure_keeps_its_title_peak_and_capacity_text():
     peak = f"peak {memory.peak_bytes / 2**30:,.1f} GiB"
     assert re.search(rf'class="annotation-text"[^>]*><tspan[^>]*>{re.escape(peak)}</tspan>', svg)
     assert "<title>" in svg and "bytes)" in svg  # each bar's hover, exact bytes
+    assert "\n" not in svg  # one line: the app draws it inside a markdown HTML block
     assert cached_svg(fig) is cached_svg(fig)  # drawn once per figure
 
 

@@ -443,6 +443,12 @@ def figure_svg(fig: Figure) -> str:
     return "".join(canvas.parts)
 
 
+def _tip(text: str) -> str:
+    """Hover text for a ``<title>``: escaped, its line breaks as character references, so the
+    SVG stays one line (a blank line would end the HTML block the app's markdown draws)."""
+    return escape(text).replace("\n", "&#10;")
+
+
 def _attr(value: str) -> str:
     return '"' + escape(value, quote=True) + '"'
 
@@ -584,7 +590,7 @@ def _draw_bars(
         fill_opacity = "" if opacity[i] in (None, 1, 1.0) else f' fill-opacity="{opacity[i]:.2f}"'
         canvas.add(
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.5):.1f}" height="{h:.1f}" '
-            f'fill="{colours[i] or colour}"{fill_opacity}{stroke}><title>{escape(tip)}</title>'
+            f'fill="{colours[i] or colour}"{fill_opacity}{stroke}><title>{_tip(tip)}</title>'
             "</rect>"
         )
         label = texts[i]
@@ -632,7 +638,7 @@ def _draw_line(canvas: _Canvas, trace: Any, xa: Axis, ya: Axis, colour: str) -> 
         tip = hover_text(template, point) if template else f"{trace.name}: {ys[i]}"
         canvas.add(
             f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{colour}" fill-opacity="0">'
-            f"<title>{escape(tip)}</title></circle>"
+            f"<title>{_tip(tip)}</title></circle>"
         )
 
 
