@@ -41,6 +41,28 @@ def assert_clean(at: AppTest) -> None:
     assert not at.error, texts(at.error)
 
 
+def charts(at: AppTest) -> list:
+    """The charts drawn: Plotly ones and the light SVG ones (``explorer.ui.pages.light_chart``,
+    markdown carrying ``data-chart="KEY"``)."""
+    svgs = [m for m in at.markdown if 'data-chart="' in str(m.value)]
+    return [*at.get("plotly_chart"), *svgs]
+
+
+def chart_title(at: AppTest, key: str) -> str:
+    """The title of chart ``key``: from its Plotly JSON, or its SVG's title text."""
+    import json
+    import re
+    from html import unescape
+
+    for chart in at.get("plotly_chart"):
+        if chart.proto.id.endswith(key):
+            return str(json.loads(chart.proto.spec)["layout"]["title"]["text"])
+    (svg,) = [str(m.value) for m in at.markdown if f'data-chart="{key}"' in str(m.value)]
+    found = re.search(r'class="gtitle"[^>]*>(.*?)</text>', svg)
+    assert found, f"chart {key} has no title"
+    return unescape(re.sub(r"<[^>]+>", "", found.group(1)))
+
+
 def metric_labels(at: AppTest) -> list[str]:
     return [m.label for m in at.metric]
 
@@ -68,7 +90,7 @@ def test_each_training_page_renders_its_numbers_charts_and_expected_error(page_n
     at = run(page=page_name)
     assert_clean(at)
     assert set(labels) <= set(metric_labels(at))
-    assert at.get("plotly_chart"), f"{page_name} draws no chart"
+    assert charts(at), f"{page_name} draws no chart"
     assert not any(NOT_YET in t for t in texts(at.info)), texts(at.info)
     assert_expected_errors(at, kinds)
 

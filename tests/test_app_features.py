@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_app import assert_clean, run, texts
+from test_app import assert_clean, chart_title, run, texts
 
 from explorer.presets import model_ids
 
@@ -83,7 +83,7 @@ def test_virtual_stages_are_offered_to_interleaved_only_and_a_shape_that_cannot_
 def test_dualpipe_at_16_by_32_is_drawn_in_time_bins_and_its_two_bubbles_are_explained():
     at = run(DUALPIPE_16_BY_32, page="pipeline")
     assert_clean(at)
-    title = figure(at, "schedule")["layout"]["title"]["text"]
+    title = chart_title(at, "schedule")  # the light SVG drawing (no zoom yet)
     assert title.startswith("dualpipe: P=16, M=32") and "drawn in 96 time bins" in title
     bubble = next(m.value for m in at.metric if m.label == "Bubble")
     (said,) = [c for c in texts(at.caption) if "title's bubble" in c]

@@ -8,7 +8,7 @@ import itertools
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_app import assert_clean, run, texts
+from test_app import assert_clean, charts, run, texts
 
 from explorer.memory import training_memory
 from explorer.presets import load_gpu, load_model, model_ids
@@ -148,7 +148,7 @@ def test_drawing_the_whole_step_redraws_the_diagram_without_the_pattern_note():
     control.set_value(int(whole.content.split(": ")[1].split()[0])).run()
     assert_clean(at)
     assert not any("The diagram draws" in c for c in texts(at.caption))
-    assert at.get("plotly_chart")
+    assert charts(at)
 
 
 def test_the_schedule_diagrams_memory_lines_peak_at_each_stages_memory_estimate():

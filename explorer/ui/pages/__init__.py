@@ -20,7 +20,7 @@ from streamlit.navigation.page import StreamlitPage
 from explorer.charts.style import CONFIG, Figure
 from explorer.report.markdown import escaped
 from explorer.scenario import Scenario
-from explorer.ui import cached
+from explorer.ui import cached, svg_chart
 from explorer.ui.format import layout_label, sentence, tokens
 from explorer.ui.state import SCENARIO, key
 
@@ -166,11 +166,72 @@ def chart(figure: Figure, key: str, *, theme: bool = False) -> None:
     st.plotly_chart(figure, config=CONFIG, key=key, theme="streamlit" if theme else None)
 
 
+INTERACTIVE = "_interactive"
+"""Suffix of the toggle that swaps a light chart for its Plotly figure (key + suffix)."""
+
+
+def light_chart(figure: Figure, key: str, *, theme: bool = False) -> None:
+    """A figure a slider redraws on every move, drawn as a static SVG (hover text in each
+    mark's tooltip; ``explorer.ui.svg_chart``), or as Plotly (zoom, pan, PNG) when the toggle
+    under it is on. The SVG sits in a container keyed ``key`` (CSS class ``st-key-KEY``) and
+    carries ``data-chart="KEY"``. Why not Plotly always: a new Plotly chart is mounted on each
+    rerun, which cost more than the rest of the page together (README, Speed)."""
+    if st.session_state.get(key + INTERACTIVE):
+        chart(figure, key, theme=theme)
+    else:
+        with st.container(key=key):
+            # st.html sanitizes with DOMPurify's HTML profile, which drops SVG; markdown keeps
+            # raw HTML as given (the SVG is built here from the app's own figures).
+            st.markdown(
+                f'<div data-chart="{key}">{svg_chart.cached_svg(figure)}</div>',
+                unsafe_allow_html=True,
+            )
+    st.toggle(
+        "Interactive chart",
+        key=key + INTERACTIVE,
+        help="Draw this chart with Plotly: zoom, pan, full screen and PNG download. Off, it is "
+        "a static drawing (hover a bar or line for its numbers), which redraws faster.",
+    )
+
+
 def opened(label: str, key: str) -> DeltaGenerator | None:
     """An expander that reports whether it is open; its body is drawn only then (if it returns
     a container), so a closed expander costs nothing on each rerun."""
     box = st.expander(label, key=key, on_change="rerun")
     return box if box.open else None
+
+
+def markdown_table(
+    frame: Any, formats: dict[str, str] | None = None, *, index: bool = False
+) -> str:
+    """A small table as GitHub-flavoured Markdown: numbers right-aligned, formatted with
+    ``formats`` (column -> Python format spec, e.g. ``".2f"``, ``",.0f"``), text escaped.
+    For tables a slider redraws: one markdown element costs the browser less than a
+    ``st.dataframe`` grid (README, Speed)."""
+    shown = frame.reset_index() if index else frame
+    formats = formats or {}
+    columns = [str(c) for c in shown.columns]
+
+    def cell(column: str, value: object) -> str:
+        if column in formats and isinstance(value, int | float) and not isinstance(value, bool):
+            return format(value, formats[column])
+        return escaped(str(value))
+
+    numeric = [_is_number(shown[c]) for c in shown.columns]
+    head = "| " + " | ".join(escaped(c) for c in columns) + " |"
+    rule = "| " + " | ".join("--:" if n else ":--" for n in numeric) + " |"
+    rows = [
+        "| " + " | ".join(cell(c, v) for c, v in zip(columns, row, strict=True)) + " |"
+        for row in shown.itertuples(index=False, name=None)
+    ]
+    return "\n".join([head, rule, *rows])
+
+
+def _is_number(column: Any) -> bool:
+    """Whether a pandas column holds numbers (not booleans)."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    return bool(is_numeric_dtype(column) and not is_bool_dtype(column))
 
 
 def number_columns(columns: Iterable[str], fmt: str = "%.2f") -> dict[str, Any]:

@@ -15,7 +15,15 @@ from explorer.scenario import LayoutInputs, Scenario
 from explorer.specs import Layout
 from explorer.ui import cached, inputs, measured_input, sidebar
 from explorer.ui.format import gib, percent, seconds
-from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
+from explorer.ui.pages import (
+    expected_error,
+    header,
+    light_chart,
+    markdown_table,
+    number_columns,
+    opened,
+    run_page,
+)
 from explorer.ui.state import key
 from explorer.units import GiB
 
@@ -199,17 +207,9 @@ def render(scenario: Scenario) -> None:
     figure = cached.memory_chart(
         case.model, case.cluster, case.layout, case.workload, scenario.assumptions
     )
-    chart(figure, "memory_chart")
+    light_chart(figure, "memory_chart")
     st.markdown(f"#### Inside the peak stage ({memory.peak_stage})")
-    st.dataframe(
-        _parts(peak),
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "GiB": st.column_config.NumberColumn(format="%.2f"),
-            "bytes": st.column_config.NumberColumn(format="localized"),
-        },
-    )
+    st.markdown(markdown_table(_parts(peak), {"GiB": ".2f", "bytes": ",.0f"}))
     _axes(case)
     if box := opened("Every stage, by category (GiB = 2^30 bytes)", "memory_stages"):
         table = _stage_table(memory)

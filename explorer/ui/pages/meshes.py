@@ -26,7 +26,7 @@ from explorer.ui.meshes_table import (
     label,
     layout_of,
 )
-from explorer.ui.pages import chart, expected_error, header, opened, run_page
+from explorer.ui.pages import chart, expected_error, header, light_chart, opened, run_page
 from explorer.ui.pages.memory import reserve_input
 from explorer.ui.sidebar import SCHEDULE_LABELS
 from explorer.ui.state import key
@@ -332,7 +332,7 @@ def render(scenario: Scenario) -> None:
     _table(shown, scenario.layout)
     _explain(shown, frame.iloc[0])
     search_inputs = (case.model, case.cluster, case.workload, scenario.assumptions, space)
-    chart(cached.search_step_chart(*search_inputs, scenario.search.ranked), "meshes_steps")
+    light_chart(cached.search_step_chart(*search_inputs, scenario.search.ranked), "meshes_steps")
     _rejected(result)
     if len(frame) >= 2:
         _compare(frame, case.cluster.gpu.name)

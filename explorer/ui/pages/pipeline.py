@@ -11,7 +11,15 @@ from explorer.scenario import Scenario
 from explorer.specs import SCHEDULES
 from explorer.ui import bubble, cached, inputs, schedule_explorer, schedule_zoom
 from explorer.ui.format import gib, percent, seconds
-from explorer.ui.pages import chart, expected_error, header, number_columns, opened, run_page
+from explorer.ui.pages import (
+    chart,
+    expected_error,
+    header,
+    light_chart,
+    markdown_table,
+    opened,
+    run_page,
+)
 from explorer.ui.sidebar import SCHEDULE_LABELS
 from explorer.units import GiB
 
@@ -142,7 +150,10 @@ def _diagram(
     drawn = _drawn(timeline)
     specs = (case.model, case.cluster, case.layout, case.workload, scenario.assumptions)
     zoomed = schedule_zoom.zoomed_figure(scenario, case, timeline, drawn)
-    chart(zoomed or cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
+    if zoomed is not None:  # a window of the step: built for this run, so drawn by Plotly
+        chart(zoomed, "schedule", theme=True)
+    else:
+        light_chart(cached.schedule_memory_chart(*specs, drawn), "schedule", theme=True)
     st.caption(_diagram_caption(est, timeline, drawn))
 
 
@@ -183,8 +194,8 @@ def render(scenario: Scenario) -> None:
     schedule_explorer.render(scenario, case, est.microbatches)
     st.markdown("#### Per stage")
     table = _stage_table(est)
-    floats = [c for c in table.columns if c != "layers"]
-    st.dataframe(table, width="stretch", column_config=number_columns(floats))
+    floats = {c: ".2f" for c in table.columns if c != "layers"}
+    st.markdown(markdown_table(table, floats, index=True))
     _compare(scenario, case)
 
 
