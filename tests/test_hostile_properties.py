@@ -176,3 +176,10 @@ def test_a_hostile_link_gives_a_scenario_within_the_limits_and_specs_or_one_sent
             step()
         except ValueError as error:  # ConfigError is a ValueError
             assert "\n" not in str(error) and str(error)
+
+
+def test_a_long_mixed_group_in_a_link_is_quoted_short():
+    # a 400-digit group once put all 400 digits into the sentence twice (543 characters)
+    _, messages = from_query({"mixed": "9" * 400})
+    assert len(messages) == 1 and len(messages[0]) < 200, messages
+    assert "GPU:PER_NODE:NODES" in messages[0]

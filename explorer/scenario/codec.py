@@ -143,7 +143,8 @@ def decode_groups(raw: str) -> tuple[tuple[str, int, int], ...]:
     for item in (p.strip() for p in raw.split(",") if p.strip()):
         parts = item.split(":")
         if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-            raise ValueError(f"a mixed-cluster group is GPU:PER_NODE:NODES, got {item!r}")
+            shown = item if len(item) <= 40 else item[:37] + "..."  # a link's value is 4,096 long
+            raise ValueError(f"a mixed-cluster group is GPU:PER_NODE:NODES, got {shown!r}")
         out.append((parts[0], int(parts[1]), int(parts[2])))
     return tuple(out)
 
