@@ -324,7 +324,7 @@ class Bounds:
     def degrees_level(self, nodes: Sequence[Candidate]) -> list[float]:
         """Tier 0 of each of ``nodes`` (degrees and expert degrees known), s: the ranks' mean
         busy time with the whole model's compute and exposed TP, CP and EP, at its least over
-        the recompute policies (``Contexts.busy_floor``; DualPipe's EP overlap where DualPipe
+        the recompute policies (``Contexts.busy_floors``; DualPipe's EP overlap where DualPipe
         is open: it hides at least as much), plus the least mean data-parallel time over the
         ZeRO stages whose states floor fits, exposed behind the widest windows (the most
         recompute: data-parallel calls do not depend on it, and wider windows only hide
@@ -342,7 +342,7 @@ class Bounds:
         per_microbatch = np.zeros((*shape, len(stages)))
         tail = np.full((*shape, len(stages)), np.inf)  # inf: the states floor does not fit
         counts = np.zeros(shape)  # micro-batches; 0 where the batch rule rejects the size
-        busy_floor, data_of = self.ctx.busy_floor, self.ctx.data_of
+        busy_floors, data_of = self.ctx.busy_floors, self.ctx.data_of
         for k, c in enumerate(nodes):
             dualpipe = dualpipe_possible(c.pp, space.schedules)
             fit = self.floor.states_fit(c, False)  # DualPipe's two copies only fit fewer
@@ -350,11 +350,11 @@ class Bounds:
                 if gbs % (c.dp * mbs):  # the batch rule rejects it
                     continue
                 counts[k, i] = gbs // (c.dp * mbs)
-                row = [with_micro(c, mbs, rc) for rc in policies]
-                busy[k, i] = [busy_floor(node, dualpipe) for node in row]
+                busy[k, i] = busy_floors(with_micro(c, mbs, "none"), dualpipe, policies)
+                windows = with_micro(c, mbs, policies[widest])
                 for j, z in enumerate(stages):
                     if z in fit:
-                        d = data_of(row[widest], z)
+                        d = data_of(windows, z)
                         per_microbatch[k, i, j], tail[k, i, j] = d.per_microbatch_s, d.tail_s
         least_busy = counts * busy.min(axis=2)
         least_tail = (counts[..., None] * per_microbatch + tail).min(axis=2)
