@@ -100,9 +100,15 @@ class Bounds:
     """Lower bounds on step time and peak memory for subtrees of one problem, with caches."""
 
     def __init__(
-        self, problem: Problem, assumptions: EstimateAssumptions, floor: MemoryFloor
+        self,
+        problem: Problem,
+        assumptions: EstimateAssumptions,
+        floor: MemoryFloor,
+        tree: Tree | None = None,
     ) -> None:
         self.p, self.a, self.floor = problem, assumptions, floor
+        self.tree = tree or Tree(problem)
+        """The search's tree (its first two levels list the expert level, ``degrees_s``)."""
         self.ctx = Contexts(problem, assumptions)
         m = problem.model
         w, n = problem.workload, m.num_hidden_layers
@@ -306,16 +312,16 @@ class Bounds:
         found = self._tier0.get(c)
         if found is None:
             level = self._expert_level()
-            nodes = level if c in level else (c,)
+            nodes = list(level) if c in level else [c]
             self._tier0.update(zip(nodes, self.degrees_level(nodes), strict=True))
             found = self._tier0[c]
         return found
 
     def _expert_level(self) -> dict[Candidate, None]:
         """The nodes of the expert level that pass the rules of the first two levels (an
-        ordered set; made once)."""
+        ordered set; made once, from the tree's own children, which it keeps)."""
         if self._level is None:
-            tree, found = Tree(self.p), {}
+            tree, found = self.tree, {}
             for mesh in tree.children(0, ROOT)[0]:
                 found.update(dict.fromkeys(tree.children(1, mesh)[0]))
             self._level = found
