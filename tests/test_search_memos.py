@@ -48,3 +48,23 @@ def test_tier0_and_tier1_bounds_do_not_depend_on_the_nodes_met_before(
     behind = [backward.degrees_s(c) for c in reversed(experts)][::-1] + behind
     alone = [_bounds(p).degrees_s(c) for c in experts] + [_bounds(p).node_s(c) for c in policies]
     assert ahead == behind == alone
+
+
+def test_tier0_of_the_whole_expert_level_equals_each_node_bounded_alone():
+    # degrees_level takes the sums and minima over arrays of every node of the level at once
+    # (node x micro-batch x policy or ZeRO stage): a row handed to the wrong node, or a batch
+    # size the batch rule rejects left in a minimum, would change some node's bound.
+    p = Problem(
+        model=load_model("deepseek-v3"),
+        cluster=load_cluster("h800-deepseek", 64),
+        workload=TrainingWorkload(seq_len=4096, global_batch_size=1920),
+        num_gpus=512,
+    )
+    bounds = _bounds(p)
+    level = list(bounds._expert_level())
+    assert len(level) > 50  # meshes x expert degrees of this problem that pass the rules
+    together = bounds.degrees_level(level)
+    alone = [_bounds(p).degrees_level((c,))[0] for c in random.Random(5).sample(level, 12)]
+    sample = [together[level.index(c)] for c in random.Random(5).sample(level, 12)]
+    assert alone == sample
+    assert [bounds.degrees_s(c) for c in level] == together

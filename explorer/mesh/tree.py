@@ -156,6 +156,10 @@ class Tree:
         self.problem = problem
         self.levels = tuple(lv._replace(rules=lv.rules + extra.get(lv.name, ())) for lv in LEVELS)
         self._sizes: dict[tuple[int, int], int] = {}
+        self._upper: dict[tuple[int, Candidate], tuple[list[Candidate], list[Rejection]]] = {}
+        """Children of the first two levels (the meshes and their expert degrees), made once:
+        the search's tier-0 bound of the whole expert level lists them before the search
+        expands them (explorer.search.bounds.Bounds.degrees_s)."""
 
     def leaves_below(self, node: Candidate, depth: int) -> int:
         """Complete layouts under ``node`` at ``depth`` (they depend only on depth and pp)."""
@@ -166,7 +170,16 @@ class Tree:
         return self._sizes[key]
 
     def children(self, depth: int, parent: Candidate) -> tuple[list[Candidate], list[Rejection]]:
-        """Children of ``parent`` at level ``depth`` that pass its rules, and those that fail."""
+        """Children of ``parent`` at level ``depth`` that pass its rules, and those that fail
+        (new lists on every call)."""
+        if depth < 2:
+            found = self._upper.get((depth, parent))
+            if found is None:
+                found = self._upper[depth, parent] = self._children(depth, parent)
+            return list(found[0]), list(found[1])
+        return self._children(depth, parent)
+
+    def _children(self, depth: int, parent: Candidate) -> tuple[list[Candidate], list[Rejection]]:
         level, p = self.levels[depth], self.problem
         passed, failed = [], []
         for child in level.expand(p, parent):

@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from explorer.comm import StageContext
 from explorer.comm.data_parallel import dp_collectives
 from explorer.comm.inventory import model_collectives
@@ -39,7 +41,7 @@ from explorer.estimate import EstimateAssumptions
 from explorer.estimate.pipeline import bottleneck_makespan_s
 from explorer.estimate.stages import parts
 from explorer.memory.training import microbatch_count
-from explorer.mesh import LEAF, Candidate, Problem, valid_pipelines
+from explorer.mesh import LEAF, ROOT, Candidate, Problem, Tree, valid_pipelines
 from explorer.partition import pipeline_plan
 from explorer.schedules import StageTimes
 from explorer.search.context import Contexts, dualpipe_possible, exposed_s
@@ -98,9 +100,15 @@ class Bounds:
     """Lower bounds on step time and peak memory for subtrees of one problem, with caches."""
 
     def __init__(
-        self, problem: Problem, assumptions: EstimateAssumptions, floor: MemoryFloor
+        self,
+        problem: Problem,
+        assumptions: EstimateAssumptions,
+        floor: MemoryFloor,
+        tree: Tree | None = None,
     ) -> None:
         self.p, self.a, self.floor = problem, assumptions, floor
+        self.tree = tree or Tree(problem)
+        """The search's tree (its first two levels list the expert level, ``degrees_s``)."""
         self.ctx = Contexts(problem, assumptions)
         m = problem.model
         w, n = problem.workload, m.num_hidden_layers
@@ -124,6 +132,9 @@ class Bounds:
         self._mix_cache: dict[tuple[int, int, bool, bool], tuple[tuple[Mix, ...], Mix]] = {}
         self._loads: dict[tuple[object, ...], tuple[float, float]] = {}
         self._ranked: dict[tuple[object, ...], list[tuple[float, int, ZeroStage]]] = {}
+        self._tier0: dict[Candidate, float] = {}
+        """Tier 0 per expert-level node (``degrees_s``)."""
+        self._level: dict[Candidate, None] | None = None
         self._floors: dict[Candidate, list[Callable[[float], float]]] = {}
         """Per node (its variants, ``_variants``): each pipeline's floor as a function of the
         exposed communication (``pipelined_floor``)."""
@@ -295,31 +306,68 @@ class Bounds:
 
     def degrees_s(self, c: Candidate) -> float:
         """Tier 0: lower bound on the step time of every complete layout under ``c`` (degrees
-        and expert degrees known), s: the ranks' mean busy time with the whole model's compute
-        and exposed TP, CP and EP at its least over the recompute policies
-        (``Contexts.busy_floor``; DualPipe's EP overlap where DualPipe is open: it hides at
-        least as much), plus the least mean
-        data-parallel time over the ZeRO stages whose states floor fits, exposed behind the
-        widest windows (the most recompute: data-parallel calls do not depend on it, and
-        wider windows only hide more), at its least over the micro-batch sizes. Every tier-1
-        term is at least that; the bubble and the memory floors only add."""
+        and expert degrees known), s (``degrees_level``). The first call bounds the whole
+        expert level of the tree at once (the search tightens every node of it: they all
+        reach the front at priority 0); a node outside it is bounded alone."""
+        found = self._tier0.get(c)
+        if found is None:
+            level = self._expert_level()
+            nodes = list(level) if c in level else [c]
+            self._tier0.update(zip(nodes, self.degrees_level(nodes), strict=True))
+            found = self._tier0[c]
+        return found
+
+    def _expert_level(self) -> dict[Candidate, None]:
+        """The nodes of the expert level that pass the rules of the first two levels (an
+        ordered set; made once, from the tree's own children, which it keeps)."""
+        if self._level is None:
+            tree, found = self.tree, {}
+            for mesh in tree.children(0, ROOT)[0]:
+                found.update(dict.fromkeys(tree.children(1, mesh)[0]))
+            self._level = found
+        return self._level
+
+    def degrees_level(self, nodes: Sequence[Candidate]) -> list[float]:
+        """Tier 0 of each of ``nodes`` (degrees and expert degrees known), s: the ranks' mean
+        busy time with the whole model's compute and exposed TP, CP and EP, at its least over
+        the recompute policies (``Contexts.busy_floors``; DualPipe's EP overlap where DualPipe
+        is open: it hides at least as much), plus the least mean data-parallel time over the
+        ZeRO stages whose states floor fits, exposed behind the widest windows (the most
+        recompute: data-parallel calls do not depend on it, and wider windows only hide
+        more), at its least over the micro-batch sizes. Every tier-1 term is at least that;
+        the bubble and the memory floors only add.
+
+        Arrays over (node, micro-batch size, recompute policy or ZeRO stage): the busy and
+        data-parallel figures come from the estimate's functions through ``Contexts``, the
+        sums and minima are taken once for the whole level."""
         space, gbs = self.p.space, self.p.workload.global_batch_size
-        dualpipe = dualpipe_possible(c.pp, space.schedules)
-        fit = set(self.floor.states_fit(c, False))  # DualPipe's two copies only fit fewer
-        stages = [z for z in space.zero_stages if z in fit]
-        widest = space.recomputes.index(max(space.recomputes, key=RECOMPUTES.index))
-        busy_floor, data_of = self.ctx.busy_floor, self.ctx.data_of
-        best = float("inf")
-        for mbs in space.micro_batch_sizes:
-            if gbs % (c.dp * mbs):  # the batch rule rejects it
-                continue
-            m = gbs // (c.dp * mbs)
-            nodes = [with_micro(c, mbs, rc) for rc in space.recomputes]
-            busy = m * min(busy_floor(node, dualpipe) for node in nodes)
-            data = [data_of(nodes[widest], z) for z in stages]
-            tail = min((m * d.per_microbatch_s + d.tail_s for d in data), default=float("inf"))
-            best = min(best, (busy + tail) / c.pp)
-        return SAFETY * best
+        sizes, policies, stages = space.micro_batch_sizes, space.recomputes, space.zero_stages
+        widest = policies.index(max(policies, key=RECOMPUTES.index))
+        shape = (len(nodes), len(sizes))
+        busy = np.zeros((*shape, len(policies)))
+        per_microbatch = np.zeros((*shape, len(stages)))
+        tail = np.full((*shape, len(stages)), np.inf)  # inf: the states floor does not fit
+        counts = np.zeros(shape)  # micro-batches; 0 where the batch rule rejects the size
+        busy_floors, data_of = self.ctx.busy_floors, self.ctx.data_of
+        for k, c in enumerate(nodes):
+            dualpipe = dualpipe_possible(c.pp, space.schedules)
+            fit = self.floor.states_fit(c, False)  # DualPipe's two copies only fit fewer
+            for i, mbs in enumerate(sizes):
+                if gbs % (c.dp * mbs):  # the batch rule rejects it
+                    continue
+                counts[k, i] = gbs // (c.dp * mbs)
+                busy[k, i] = busy_floors(with_micro(c, mbs, "none"), dualpipe, policies)
+                windows = with_micro(c, mbs, policies[widest])
+                for j, z in enumerate(stages):
+                    if z in fit:
+                        d = data_of(windows, z)
+                        per_microbatch[k, i, j], tail[k, i, j] = d.per_microbatch_s, d.tail_s
+        least_busy = counts * busy.min(axis=2)
+        least_tail = (counts[..., None] * per_microbatch + tail).min(axis=2)
+        pp = np.array([c.pp for c in nodes], dtype=float)[:, None]
+        steps = np.where(counts > 0, (least_busy + least_tail) / pp, np.inf)
+        found: list[float] = (SAFETY * steps.min(axis=1)).tolist()
+        return found
 
     def node_s(self, c: Candidate, comm: bool = True, memory: bool = True) -> float:
         """Tier 1: lower bound on the step time of every complete layout under ``c`` (degrees

@@ -98,7 +98,6 @@ class Contexts:
         self._works: dict[tuple[tuple[int, ...], bool, bool], StageWork] = {}
         self._interned: dict[StageWork, StageWork] = {}
         self._calls: dict[tuple[object, ...], tuple[Collective, ...]] = {}
-        self._busy: dict[tuple[object, ...], float] = {}
         self._data_calls_cache: dict[tuple[object, ...], tuple[tuple[Collective, ...], float]] = {}
         self._compute_of: dict[Layout, ComputeContext] = {}
         self._comm_of: dict[Layout, StageContext] = {}
@@ -268,23 +267,23 @@ class Contexts:
             found = self._exposure[key] = (model, expert)
         return found
 
-    def busy_floor(self, c: Candidate, dualpipe: bool) -> float:
-        """Lower bound on compute plus exposed TP, CP and EP seconds per micro-batch of a
-        candidate whose micro-batch and recompute are known: ``whole_of``'s sum, except that
-        full recompute's collectives are bounded by the calls without recompute behind its
-        windows (it only adds backward calls: explorer.comm; exposure grows with a call's
-        time), which spares timing them (cached)."""
-        if c.recompute != "full":
-            whole = self.whole_of(c, dualpipe)
-            return whole.compute_s + whole.model_s + whole.expert_s
-        key = (c.tp, c.cp, c.dp, c.pp, c.ep, c.etp, c.mbs, dualpipe)
-        hit = self._busy.get(key)
-        if hit is None:
-            passes, windows = self._passes(c), self._windows(c)
-            calls = self._model_calls(with_recompute(c, "none"), dualpipe)
-            model, expert = self._exposed(calls, windows)
-            hit = self._busy[key] = passes.forward_s + passes.backward_s + model + expert
-        return hit
+    def busy_floors(
+        self, c: Candidate, dualpipe: bool, policies: Iterable[Recompute]
+    ) -> list[float]:
+        """Lower bounds on compute plus exposed TP, CP and EP seconds per micro-batch of a
+        candidate whose micro-batch is known, under each of ``policies``: ``whole_of``'s sum,
+        except that full recompute's collectives are bounded by the calls without recompute
+        behind its windows (it only adds backward calls: explorer.comm; exposure grows with a
+        call's time), which spares timing them. So every policy's calls are those without
+        recompute (looked up once), each behind its own windows."""
+        calls = self._model_calls(with_recompute(c, "none"), dualpipe)
+        found = []
+        for rc in policies:
+            node = with_recompute(c, rc)
+            passes = self._passes(node)
+            model, expert = self._exposed(calls, self._windows(node))
+            found.append(passes.forward_s + passes.backward_s + model + expert)
+        return found
 
     def _model_calls(self, c: Candidate, dualpipe: bool) -> tuple[Collective, ...]:
         """The whole model's TP, CP and EP collectives per micro-batch (cached per degrees,

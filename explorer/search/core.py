@@ -362,10 +362,9 @@ def _searcher(
     (floors that prune nothing under a recipe that can go below them)."""
     unpruned = recipe is not None and recipe.below_floors
     floor = (UnprunedFloor if unpruned else MemoryFloor)(problem, assumptions)
-    bounds = Bounds(problem, assumptions, floor)
     rules = (("memory", floor.states_rule), ("memory", floor.layout_rule))
     tree = Tree(problem, {"zero": rules})
-    return _Search(tree, bounds, assumptions, limit, recipe)
+    return _Search(tree, Bounds(problem, assumptions, floor, tree), assumptions, limit, recipe)
 
 
 def resumable_search(
