@@ -245,16 +245,20 @@ class _Search:
                             f"{now.covered:,} of {total:,} layouts settled and {now.ranked} "
                             "ranked"
                         )
-            entry = heapq.heappop(self.queue)
-            if entry.phase == _ROW:
-                self.ranked.append(entry.item)
-                self.covered += 1
-            elif entry.phase == _STEP:
-                self.evaluate(entry.item)
-            elif entry.phase == _LOOSE:
-                self.tighten(entry.depth, entry.item, entry.priority)
-            else:
-                self.settle(entry.depth, entry.item, entry.priority)
+            self.pop()
+
+    def pop(self) -> None:
+        """Take the queue's best entry: rank a row, time a step, tighten or settle a node."""
+        entry = heapq.heappop(self.queue)
+        if entry.phase == _ROW:
+            self.ranked.append(entry.item)
+            self.covered += 1
+        elif entry.phase == _STEP:
+            self.evaluate(entry.item)
+        elif entry.phase == _LOOSE:
+            self.tighten(entry.depth, entry.item, entry.priority)
+        else:
+            self.settle(entry.depth, entry.item, entry.priority)
 
     def leftovers(self) -> None:
         """List what is still queued as slower than the ranked layouts."""
@@ -405,16 +409,7 @@ def resumable_search(
                 popped += 1
                 if popped % _CHECK_EVERY == 0:
                     _within_budget(deadline, budget_s, len(run.queue))
-                entry = heapq.heappop(run.queue)
-                if entry.phase == _ROW:
-                    run.ranked.append(entry.item)
-                    run.covered += 1
-                elif entry.phase == _STEP:
-                    run.evaluate(entry.item)
-                elif entry.phase == _LOOSE:
-                    run.tighten(entry.depth, entry.item, entry.priority)
-                else:
-                    run.settle(entry.depth, entry.item, entry.priority)
+                run.pop()
         finally:
             if collecting:
                 gc.enable()
