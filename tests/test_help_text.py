@@ -40,6 +40,9 @@ DEFAULT = LayoutInputs()  # DP 2, TP 8, PP 4, CP 1, EP 1, ZeRO 1, selective, 1F1
         ("rc_modules", {}, None, False),
         ("rc_method", {}, None, True),
         ("rc_method", {"recompute": "full"}, None, False),
+        ("comm.tp_comm_overlap", {}, None, False),
+        ("comm.tp_comm_overlap", {"tp": 1}, None, True),
+        ("comm.tp_comm_overlap", {"sequence_parallel": False}, None, True),
         ("dp", {}, None, False),
     ],
 )

@@ -143,3 +143,18 @@ def test_configs_and_refusal() -> None:
     gpt3 = UB_CONFIGS["ub_cfg_h100_h12288_tp4_mbs2_seqlen2048"]
     assert gpt3.proj_fprop == UbGemm("pipeline", 24, 4, True, fp8_buf=True)
     assert gpt3.fc2_fprop.method == "ring" and gpt3.qkv_wgrad == UbGemm("bulk", 4)
+
+
+def test_without_sequence_parallelism_the_overlap_changes_nothing() -> None:
+    """The sidebar disables comm.tp_comm_overlap without SP (explorer.ui.help_text): the core
+    fuses only the sequence-parallel collectives, so the step is the same with it named."""
+    s = scenario(_run(GPT3), tp_comm_overlap=True)
+    named = s.assumptions
+    plain = replace(named, comm=replace(named.comm, tp_comm_overlap=""))
+    no_sp = replace(s.layout, sequence_parallel=False)
+
+    def step(layout, a):  # type: ignore[no-untyped-def]
+        return estimate(s.model, s.cluster, layout, s.workload, a).step_time_s
+
+    assert step(no_sp, named) == step(no_sp, plain)
+    assert step(s.layout, named) != step(s.layout, plain)  # with SP it does change the step

@@ -126,6 +126,9 @@ def inert_reason(
         return "Off in effect: it concerns sequence parallelism with TP > 1."
     if name in ("memory.tp_full_embedding_grad", "comm.tp_overlap") and tp == 1:
         return "Off in effect at TP = 1: no tensor-parallel group."
+    if name == "comm.tp_comm_overlap" and (tp == 1 or not layout.sequence_parallel):
+        # explorer.comm.model_parallel fuses only sequence-parallel collectives with the GEMMs
+        return "Off in effect: comm-GEMM overlap fuses the sequence-parallel collectives at TP > 1."
     if name in ("comm.cp_overlap", "comm.cp_comm") and cp == 1:
         return "Off in effect at CP = 1: no context-parallel exchange."
     if name in ("comm.pp_overlap", "pipeline_model") and pp == 1:
