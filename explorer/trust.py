@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Final, Literal, cast, get_args
+from typing import TYPE_CHECKING, Final, Literal, cast, get_args
 
 from explorer.calibration import TFLOPS, calibration_table
 from explorer.counting import active_params_as_published, param_counts
@@ -27,6 +27,9 @@ from explorer.published_serving import summary as serving_summary
 from explorer.schedules import StageTimes, build_schedule, simulate
 from explorer.specs import ScheduleName
 from explorer.validation_data import HELDOUT_PATH, comparison_table, load_results
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TrustKind = Literal[
     "params", "memory", "step_time", "communication", "schedule", "search", "scaling", "serving"
@@ -129,15 +132,24 @@ def weak_scaling_summary() -> ErrorSummary:
 
 
 @cache
+def published_runs_table() -> pd.DataFrame:
+    """Every run of validation/published_runs.toml against its estimate, computed once per
+    process (114 estimates; the step-time sentence, its summary and the Validation page read
+    the same table). Callers must not modify it."""
+    return published_table()
+
+
+@cache
 def published_runs_summary() -> ErrorSummary:
     """Tokens/s per GPU against every run of validation/published_runs.toml (none fitted)."""
-    return ErrorSummary.of(published_table()["error"])
+    return ErrorSummary.of(published_runs_table()["error"])
 
 
+@cache
 def published_runs_text() -> str:
     """The published runs per GPU generation in words: "mean |error| 26% (2) on Ampere, 47% (30)
     on Hopper, 56% (16) on Blackwell, 37 too high, worst +180%" (runs in brackets)."""
-    groups = published_summary(published_table()).set_index("group")
+    groups = published_summary(published_runs_table()).set_index("group")
     overall = groups.loc["all"]
     parts = [
         f"{percent_text(g.mean_abs_error)} ({g.runs}) on {name}"

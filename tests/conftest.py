@@ -19,6 +19,24 @@ settings.register_profile(
 )
 settings.load_profile("explorer")
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist appends each group to the test's id
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """How pytest-xdist shares the tests out (``--dist loadgroup --no-loadscope-reorder``):
+    each test file is one unit, so its module fixtures (a search, a report) are built once,
+    except that every browser test is in one unit, so one served app and its warm caches serve
+    them all (a second server costs its start and its first, cold pages again). Units are
+    handed out in this order: the browser unit first (the longest, a few minutes on a busy
+    machine, so it must not start last), then files with more tests before files with fewer
+    (xdist's own reordering, which would put the browser unit near the end)."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        unit = "browser" if item.get_closest_marker("browser") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(unit))
+        units.setdefault(unit, []).append(item)
+    ordered = sorted(units.items(), key=lambda u: (u[0] != "browser", -len(u[1])))
+    items[:] = [item for _, unit_items in ordered for item in unit_items]
+
 # Browser fixtures (Playwright with Debian's chromium) go below this line.
 
 TIMEOUT_MS = 60_000

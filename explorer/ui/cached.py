@@ -377,8 +377,9 @@ def published_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     """explorer.published_runs: each published run against its estimate, and the summary by
     GPU generation (validation/published_runs.toml)."""
     import explorer.published_runs as runs
+    from explorer.trust import published_runs_table
 
-    table = runs.published_table()
+    table = published_runs_table().copy()  # the accuracy sentences' table, computed once
     return table, runs.summary(table)
 
 
