@@ -37,6 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ordered = sorted(units.items(), key=lambda u: (u[0] != "browser", -len(u[1])))
     items[:] = [item for _, unit_items in ordered for item in unit_items]
 
+
 # Browser fixtures (Playwright with Debian's chromium) go below this line.
 
 TIMEOUT_MS = 60_000
