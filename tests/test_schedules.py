@@ -571,3 +571,15 @@ def test_a_second_sweep_replays_the_first_sweeps_order_to_the_same_times(name):
     with_p2p = StageTimes(forward_s=second.forward_s, backward_s=second.backward_s,
                           weight_s=second.weight_s, p2p_s=0.5)  # fmt: skip
     assert sweep(shared, with_p2p) == sweep(fresh(), with_p2p)  # p2p: checked, not replayed
+
+
+def test_a_schedule_whose_stages_wait_on_each_other_is_a_deadlock():
+    # Stage 0 runs B before F: its B waits for stage 1's B, which waits for stage 1's F, which
+    # waits for stage 0's F, queued behind that B.
+    from explorer.schedules.builders import route_for
+    from explorer.schedules.engine import compile_orders, sweep
+
+    orders = [[("B", 0, 0), ("F", 0, 0)], [("F", 0, 0), ("B", 0, 0)]]
+    compiled = compile_orders(route_for("1f1b", 2, 1), orders, [[], []], 1)
+    with pytest.raises(RuntimeError, match="deadlocks"):
+        sweep(compiled, StageTimes.uniform(2))
