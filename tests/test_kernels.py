@@ -164,6 +164,23 @@ def test_h100_fp8_anchor_runs_on_a_narrow_tile_worked_by_hand() -> None:
     assert flops / t96 == pytest.approx(0.76777, abs=1e-5)
 
 
+def test_a_tp_chunk_runs_below_its_unsplit_gemm_worked_by_hand() -> None:
+    # GPT-3 175B's qkv GEMM at TP4 (2048 x 9216 x 12288, FP8, H100 SXM) split by the ring
+    # exchange into 4 chunks of 512 rows: 128 x 96 tiles, 4 x 96 = 384 in 3 waves of 132
+    # (384 / 396 busy), each wave paying the fixed 600 k-elements of a 128 x 256 tile, at the
+    # anchor's main-loop rate 0.81251; the unsplit GEMM stays at the measured ceiling
+    gpu = load_gpu("h100-sxm")
+    figures = gemm_module.kernel_figures(gpu)
+    point = GemmPoint(m=1024, n=9216, k=14336, dtype="fp8", efficiency=0.70878)
+    rate = gemm_module._main_loop_rate(point, "fp8", figures)
+    flops = 2.0 * 512 * 9216 * 12288
+    fixed = 600 * 2 * 128 * 256 * 132
+    chunk = flops / (flops / (384 / 396 * rate) + 3 * fixed / rate)
+    assert chunk == pytest.approx(0.69711, abs=1e-5)
+    assert gemm_efficiency(512, 9216, 12288, "fp8", gpu) == pytest.approx(chunk, rel=1e-9)
+    assert gemm_efficiency(2048, 9216, 12288, "fp8", gpu) == pytest.approx(0.70878, rel=1e-9)
+
+
 DEEPGEMM_GROUPED_ROWS = [
     pytest.param(4, 8192, 4096, 7168, 1297, id="deepgemm-grouped-4x8192x4096x7168"),
     pytest.param(4, 8192, 7168, 2048, 1099, id="deepgemm-grouped-4x8192x7168x2048"),
