@@ -31,13 +31,13 @@ def _step(model, cluster, layout, workload, a, decode, context, prefill=0.0, key
 def test_gemms_and_attention_run_one_after_another_each_at_its_own_bound():
     # Llama 3.1 8B, fp8, 256 sequences at 1000 keys on one H200 (hand count):
     # GEMMs: 2 x 6.98e9 linear weights (FP8) + 2 x 4096 x 128256 LM head (BF16) FLOPs a token,
-    #   x 256 rows at the kernel model's shares (0.61-0.73 of the FP8 peak, 0.77 of BF16's for
-    #   the head) = 2.87 ms, above their 8.03e9-byte read and 0.99e9 bytes of activations
+    #   x 256 rows at the kernel model's shares (0.53-0.73 of the FP8 peak, 0.77 of BF16's for
+    #   the head) = 3.11 ms, above their 8.03e9-byte read and 0.99e9 bytes of activations
     # attention: 256 x 1000 keys x 65,536 fp8 KV bytes = 16.8e9 bytes / (4.8e12 x 2826 / 3352)
     #   = 4.15 ms; norms, residuals and SwiGLU: 256 x 32 x 2 x (10 x 4096 + 3 x 14336) bytes =
     #   1.376e9 / (0.8 x 4.8e12) = 0.358 ms, one after another
     step = _step(LLAMA_8B, H200, ServingLayout(), FP8, A, 256.0, 1000.0)
-    assert step.kernels_s == pytest.approx(2.87e-3 + 4.15e-3 + 0.358e-3, rel=0.01)
+    assert step.kernels_s == pytest.approx(3.11e-3 + 4.15e-3 + 0.358e-3, rel=0.01)
     # the old roofline let the reads hide the GEMMs' compute: (9.02e9 + 1.376e9) / 3.84e12 +
     # 4.15 ms = 6.85 ms
     assert max(step.compute_s, step.memory_s) == pytest.approx(6.85e-3, rel=0.01)
@@ -50,13 +50,14 @@ def test_a_cuda_graph_pads_the_batch_to_its_captured_size():
     assert graph_batch(A, 201) == 208 and graph_batch(A, 257) is None  # vLLM: 8 x 1..32
     assert graph_batch(replace(A, cuda_graphs=False), 8) is None
     # 129 rows eager already take two 128-row tiles (DeepGEMM's block_m 128 above 64 rows),
-    # so the 256-row graph's GEMMs cost about the same (within 5%); the padded rows cost the
-    # activations and the memory-bound kernels 256 / 129 of their bytes
+    # so the 256-row graph's GEMMs cost the same main loop (the same tiles; within 5%, not
+    # less); the padded rows cost the activations and the memory-bound kernels 256 / 129 of
+    # their bytes
     graphed = _step(LLAMA_8B, H200, ServingLayout(), FP8, trt, 129.0, 10.0)
     eager = _step(LLAMA_8B, H200, ServingLayout(), FP8, replace(trt, launch_s=0.0,
                   cuda_graphs=False), 129.0, 10.0)  # fmt: skip
     assert graphed.compute_s == pytest.approx(eager.compute_s, rel=0.05)
-    assert graphed.compute_s > eager.compute_s
+    assert graphed.compute_s >= eager.compute_s
     assert graphed.kernels_s > eager.kernels_s
 
 
@@ -97,8 +98,9 @@ def test_two_batch_overlap_hides_the_smaller_of_compute_and_exchange():
     # max(2 x busy, 2 x 5 ms) + min(busy, 5 ms) / 94 blocks (the first half's block alone)
     assert step.total_s == pytest.approx(max(2 * half, 10e-3) + min(half, 5e-3) / 94, rel=1e-12)
     plain = _mixed_stage_step(plain_case, shape, 0.0, 0.0, 4096.0, 1024.0, comm_s=10e-3)
-    # most of the 10 ms exchange hidden; each half's GEMMs pay their per-wave fixed work again
-    assert step.total_s < plain.total_s - 8e-3
+    # most of the 10 ms exchange hidden (7.33 ms); each half's GEMMs pay their per-wave fixed
+    # work again
+    assert step.total_s < plain.total_s - 7e-3
     # memory-bound decode: each half reads every expert again, so overlap costs more than
     # the 1 ms it hides
     d_half = _kernel_step(case, shape, 64.0, 3072.0, 0.0, 0.0, 1.0).total_s
