@@ -189,6 +189,21 @@ def test_moving_a_widget_writes_the_url():
     assert at.query_params["seq"] in ("32768", ["32768"])
 
 
+def test_the_server_config_accepts_no_parent_frame_and_page_titles_draw_no_link_icon():
+    """Two browser costs cut per rerun (README, Speed): with Streamlit's 16 default origins the
+    page checked each message it posts to itself against every one; a heading's link icon
+    reads the computed style of the whole page while it is drawn."""
+    import tomllib
+
+    config = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["allowedOrigins"] == []
+    assert config["runner"]["postScriptGC"] is False
+    at = run(page="memory")
+    assert_clean(at)
+    title = at.subheader[0]
+    assert title.value == "Memory per GPU" and title.proto.hide_anchor
+
+
 def test_an_example_button_loads_its_scenario():
     at = run()
     label = "DeepSeek-V3 671B MoE · 2048 H800"

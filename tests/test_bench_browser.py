@@ -48,3 +48,43 @@ def test_a_move_ends_at_a_run_that_drew_not_at_one_that_stopped_for_another():
     assert _finished(finished(status.FINISHED_FRAGMENT_RUN_SUCCESSFULLY))
     assert not _finished(finished(status.FINISHED_EARLY_FOR_RERUN))
     assert not _finished("a text frame")
+
+
+def test_the_trace_sums_the_renderer_main_thread_and_the_profiler_samples_per_function():
+    from explorer.ui.trace_browser import event_ms, self_ms
+
+    def task(tid: int, name: str, dur: int) -> dict[str, object]:
+        return {"pid": 1, "tid": tid, "ph": "X", "name": name, "dur": dur}
+
+    events = [
+        task(7, "RunTask", 9_000),  # the main thread: the most RunTask time
+        task(7, "UpdateLayoutTree", 2_500),
+        task(7, "UpdateLayoutTree", 1_500),
+        task(9, "RunTask", 4_000),  # a worker: left out
+        task(9, "UpdateLayoutTree", 3_000),
+        {"pid": 1, "tid": 7, "ph": "B", "name": "Paint"},  # not a complete event
+        {
+            "name": "ProfileChunk",
+            "args": {
+                "data": {
+                    "cpuProfile": {
+                        "nodes": [
+                            {"id": 1, "callFrame": {"functionName": "(program)"}},
+                            {
+                                "id": 2,
+                                "callFrame": {
+                                    "functionName": "En",
+                                    "url": "http://x/static/js/utils.js",
+                                    "columnNumber": 43976,
+                                },
+                            },
+                        ],
+                        "samples": [1, 2, 2, 9],  # node 9 unknown: dropped
+                    },
+                    "timeDeltas": [500, 250, 1_000, 7_000],
+                }
+            },
+        },
+    ]
+    assert event_ms(events) == {"RunTask": 9.0, "UpdateLayoutTree": 4.0}
+    assert self_ms(events) == {"En@utils.js:43976": 1.25, "(program)": 0.5}

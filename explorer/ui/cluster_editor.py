@@ -183,7 +183,7 @@ def results(scenario: Scenario) -> None:
 def _mixed_results(scenario: Scenario) -> None:
     from explorer.units import GiB
 
-    st.subheader("On the mixed cluster")
+    st.subheader("On the mixed cluster", anchor=False)
     try:
         found = _mixed_search(scenario)
     except ValueError as error:
@@ -221,7 +221,7 @@ def _mixed_results(scenario: Scenario) -> None:
 def _straggler_results(scenario: Scenario) -> None:
     from explorer.straggler import straggler_sentence
 
-    st.subheader("With the straggler")
+    st.subheader("With the straggler", anchor=False)
     try:
         cost = _straggler(scenario)
     except ValueError as error:

@@ -69,7 +69,7 @@ def _to_serving() -> None:
 
 def serving_switch() -> None:
     """The Serving entry of the training workload's navigation: one click to serving."""
-    st.subheader("Serving")
+    st.subheader("Serving", anchor=False)
     st.info(
         "Serving plans take their own inputs (prompt and output lengths, concurrent requests, "
         "weight and KV-cache formats), shown in the sidebar once the workload is Serving. The "
@@ -130,7 +130,7 @@ def header(
     title: str, scenario: Scenario, model_name: str = "", gpu_name: str = "", detail: str = ""
 ) -> None:
     """The page title and one line saying what is being estimated."""
-    st.subheader(title)
+    st.subheader(title, anchor=False)  # no link icon: README, Speed
     layout = scenario.layout
     parts = [f"**{escaped(model_name)}**"] if model_name else []
     parts += [

@@ -99,7 +99,7 @@ def render(scenario: Scenario) -> None:
     seq = scenario.training.seq_len if training else scenario.serving.prompt_len
     total, active = cached.params(model)
     forward = cached.forward_flops(model, seq)
-    st.subheader(escaped(model.name))
+    st.subheader(escaped(model.name), anchor=False)
     cols = st.columns(4)
     with_mtp = f"{total.total:,} with the multi-token-prediction modules" if total.mtp else None
     cols[0].metric(

@@ -187,7 +187,7 @@ def _serving_runs() -> None:
 
 
 def render(scenario: Scenario) -> None:
-    st.subheader("Validation: how accurate is it?")
+    st.subheader("Validation: how accurate is it?", anchor=False)
     _statements()
     st.markdown("#### Memory: estimated against measured")
     table, categories = cached.validation_table()
