@@ -11,6 +11,7 @@ import json
 import os
 import re
 from dataclasses import replace
+from functools import cache
 
 import pandas as pd
 import pytest
@@ -22,6 +23,7 @@ from explorer.launch import megatron_arguments, torchtitan_config
 from explorer.memory import training_memory
 from explorer.report import (
     FORMAT,
+    Report,
     ReportFormatUnavailable,
     build_report,
     load_report_json,
@@ -69,14 +71,21 @@ SMALL = Scenario(
 SERVING = Scenario(workload="serving", serving=ServingInputs(concurrency=16))
 
 
+@cache
+def built(scenario: Scenario) -> Report:
+    """``build_report(scenario)``, built once per scenario for this module (a report is frozen;
+    each build estimates, searches and simulates again)."""
+    return build_report(scenario)
+
+
 @pytest.fixture(scope="module")
 def report():
-    return build_report(Scenario())
+    return built(Scenario())
 
 
 @pytest.fixture(scope="module")
 def serving_report():
-    return build_report(SERVING)
+    return built(SERVING)
 
 
 def _assumptions(scenario: Scenario):
@@ -115,7 +124,7 @@ def test_an_unknown_section_is_a_key_error(report):
     "scenario", [pytest.param(Scenario(), id="llama-70b"), pytest.param(DEEPSEEK_V3, id="dsv3")]
 )
 def test_memory_and_step_numbers_are_the_cores_own(scenario):
-    results = build_report(scenario).results
+    results = built(scenario).results
     model, cluster = resolve_model(scenario.model), resolve_cluster(scenario.cluster)
     memory = training_memory(
         model,
@@ -191,7 +200,7 @@ def test_every_assumption_is_listed_with_value_and_source(report):
 
 def test_an_assumption_override_changes_the_numbers_and_is_marked_as_yours():
     changed = replace(Scenario(), assumptions=(("memory.headroom_fraction", 0.1),))
-    base, mine = build_report(Scenario()), build_report(changed)
+    base, mine = built(Scenario()), build_report(changed)
     gpu_bytes = base.results["memory"]["gpu_bytes"]
     delta = mine.results["memory"]["peak_bytes"] - base.results["memory"]["peak_bytes"]
     assert delta == pytest.approx(0.05 * gpu_bytes, rel=1e-9)
@@ -216,7 +225,7 @@ def test_a_docstrings_source_sentence_becomes_the_source_column():
 
 
 def test_warnings_are_the_estimates():
-    report = build_report(DEEPSEEK_V3)
+    report = built(DEEPSEEK_V3)
     est = _core_estimate(DEEPSEEK_V3)
     assert report.results["warnings"] == list(est.warnings)
     assert len(report.section("warnings").bullets) == len(est.warnings) > 0
@@ -380,7 +389,7 @@ def test_html_without_figures_says_which_were_left_out(report):
     ],
 )
 def test_the_json_report_restores_an_equal_scenario(scenario):
-    text = report_json(build_report(scenario))
+    text = report_json(built(scenario))
     data = json.loads(text)
     assert data["format"] == FORMAT and data["version"] == 1
     assert data["scenario"] == to_dict(scenario)
