@@ -59,3 +59,18 @@ def test_cp_2_and_native_gqa_and_megatron_add_nothing():
     assert ring_backward_parts(st, plan) == ()
     s, st = _setting_of(CP8, framework="megatron")  # Transformer Engine's ring, not torch's
     assert ring_backward_parts(st, plan) == ()
+
+
+def test_the_k_v_gradients_a_ring_step_holds_are_the_three_pairs_counted():
+    # torch/distributed/tensor/experimental/_attention.py _templated_ring_attention_backward
+    # (stored copy at pytorch 0123248a): after step 0 grad_key / grad_value are views of the
+    # received fp32 pair, _partial_update makes a new pair on the steps i <= rank, and the next
+    # torch.cat is the pair sent: 3 x 2 x 32,768 x 2,048 x 4 = 1,610,612,736 B, what the formula
+    # counts as the K/V accumulators plus the gradient sent and received.
+    _, st = _setting_of(CP8)
+    pair = 2 * 67_108_864 * 4
+    gathered = 8 * 2 * 67_108_864 * 2  # CP x (K + V), bf16
+    kernel = 3 * 67_108_864 * 2  # the kernel's bf16 dq, dk, dv
+    grad_query = 67_108_864 * 4
+    total = ring_backward_bytes(st, 2_048, 2_048)
+    assert total - gathered - kernel - grad_query == 3 * pair == 1_610_612_736
