@@ -190,23 +190,35 @@ def _move(
     return float(shown), done
 
 
+MOVE_KEYS = ("ArrowRight", "ArrowLeft")
+"""The keys of the timed moves, in turn: the slider goes back and forth between two values."""
+
+
+def warmed_page(
+    browser: Browser, url: str, slider_name: str, timeout_ms: float
+) -> tuple[Page, WebSocket, Locator]:
+    """``url`` in a new tab with both slider values computed once (so timed moves hit the
+    caches): the page, its websocket and the slider."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    with page.expect_websocket(timeout=timeout_ms) as opened:
+        page.goto(url, timeout=timeout_ms)
+    socket = opened.value
+    _settled(page, timeout_ms)
+    slider = page.get_by_role("slider", name=slider_name).first
+    for key in MOVE_KEYS:
+        _move(page, socket, slider, key, timeout_ms)
+    return page, socket, slider
+
+
 def time_page(
     browser: Browser, url: str, slider_name: str, moves: int, timeout_ms: float
 ) -> tuple[list[float], list[float]]:
     """Open ``url`` in a new tab, warm both slider values, then time ``moves`` moves."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page, socket, slider = warmed_page(browser, url, slider_name, timeout_ms)
     try:
-        with page.expect_websocket(timeout=timeout_ms) as opened:
-            page.goto(url, timeout=timeout_ms)
-        socket = opened.value
-        _settled(page, timeout_ms)
-        slider = page.get_by_role("slider", name=slider_name).first
-        keys = ("ArrowRight", "ArrowLeft")
-        for key in keys:  # both values computed once: the timed moves hit the caches
-            _move(page, socket, slider, key, timeout_ms)
         shown, done = [], []
         for index in range(moves):
-            s, d = _move(page, socket, slider, keys[index % 2], timeout_ms)
+            s, d = _move(page, socket, slider, MOVE_KEYS[index % 2], timeout_ms)
             shown.append(s)
             done.append(d)
         return shown, done

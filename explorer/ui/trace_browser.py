@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from explorer.ui.bench_browser import ROOT, SLIDER, _move, _settled, served
+from explorer.ui.bench_browser import MOVE_KEYS, ROOT, SLIDER, _move, served, warmed_page
 
 CATEGORIES = (
     "devtools.timeline",
@@ -92,22 +92,14 @@ def trace(root: Path, page_name: str, moves: int, timeout_s: float) -> dict[str,
         browser = p.chromium.launch(
             executable_path=executable, args=["--no-sandbox", "--disable-gpu", "--disable-quic"]
         )
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        with page.expect_websocket(timeout=timeout_ms) as opened:
-            page.goto(f"{url}/{page_name}", timeout=timeout_ms)
-        socket = opened.value
-        _settled(page, timeout_ms)
-        slider = page.get_by_role("slider", name=SLIDER).first
-        keys = ("ArrowRight", "ArrowLeft")
-        for key in keys:  # both values computed once: the traced moves hit the caches
-            _move(page, socket, slider, key, timeout_ms)
+        page, socket, slider = warmed_page(browser, f"{url}/{page_name}", SLIDER, timeout_ms)
         cdp = page.context.new_cdp_session(page)
         complete: list[bool] = []
         cdp.on("Tracing.dataCollected", lambda message: events.extend(message["value"]))
         cdp.on("Tracing.tracingComplete", lambda message: complete.append(True))
         config = {"includedCategories": list(CATEGORIES)}
         cdp.send("Tracing.start", {"traceConfig": config, "transferMode": "ReportEvents"})
-        done = [_move(page, socket, slider, keys[i % 2], timeout_ms)[1] for i in range(moves)]
+        done = [_move(page, socket, slider, MOVE_KEYS[i % 2], timeout_ms)[1] for i in range(moves)]
         cdp.send("Tracing.end")
         deadline = time.monotonic() + timeout_s
         while not complete and time.monotonic() < deadline:
