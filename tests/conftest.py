@@ -38,6 +38,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [item for _, unit_items in ordered for item in unit_items]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _component_scan_once() -> Iterator[None]:
+    """Streamlit scans every installed distribution's metadata for component manifests each
+    time a runtime starts, and every ``AppTest`` run starts one: about 2 s a run here (150
+    distributions, a cProfile of tests/test_app_features.py put 20.6 s of its 56 s in
+    ``importlib.metadata`` parsing). The installed packages do not change during a session,
+    so the scan runs once and its result is handed to every later runtime."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # an older streamlit without v2 components: nothing to share
+        yield
+        return
+    scan = manifest_scanner.scan_component_manifests
+    found: list[tuple[object, Path]] = []
+    scanned = False
+
+    def scan_once(max_workers: int | None = None) -> list:
+        nonlocal scanned
+        if not scanned:
+            found.extend(scan(max_workers))
+            scanned = True
+        return list(found)
+
+    manifest_scanner.scan_component_manifests = scan_once
+    yield
+    manifest_scanner.scan_component_manifests = scan
+
+
 # Browser fixtures (Playwright with Debian's chromium) go below this line.
 
 TIMEOUT_MS = 60_000
@@ -70,16 +98,29 @@ def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": executable, "args": CHROMIUM_ARGS}
 
 
+@pytest.fixture(scope="session")
+def shared_context(browser, browser_context_args):
+    """One browser context for every browser test of this worker. Each test still opens its own
+    page, so its own Streamlit session (its own websocket and session state; the scenario lives
+    in the page's URL), but the HTTP and code caches are shared: the app's static files (a few
+    hundred JavaScript chunks) are fetched and compiled once, not once per test."""
+    context = browser.new_context(**browser_context_args)
+    context.set_default_timeout(TIMEOUT_MS)
+    context.set_default_navigation_timeout(TIMEOUT_MS)
+    yield context
+    context.close()
+
+
 @pytest.fixture
-def page(page):
-    """pytest-playwright's page with ``TIMEOUT_MS`` as the default of every action and
-    navigation, and of ``expect``."""
+def page(shared_context):
+    """A new page of the shared context with ``TIMEOUT_MS`` as the default of every action and
+    navigation, and of ``expect``; closed after the test (its Streamlit session ends)."""
     from playwright.sync_api import expect
 
-    page.set_default_timeout(TIMEOUT_MS)
-    page.set_default_navigation_timeout(TIMEOUT_MS)
+    page = shared_context.new_page()
     expect.set_options(timeout=TIMEOUT_MS)
-    return page
+    yield page
+    page.close()
 
 
 ROOT = Path(__file__).resolve().parents[1]
