@@ -78,3 +78,42 @@ def test_published_runs_draw_one_marker_set_per_metric_in_percent():
     assert list(fig.data[0].x) == pytest.approx([10.0, 0.0])
     assert list(fig.data[1].y) == ["Korthikanti · GPT 22B · 8 GPUs"] * 2
     assert fig.data[0].customdata[0][0] == 137.0 and "%" in fig.layout.xaxis.title.text
+
+
+def test_styled_merges_as_plotlys_own_updates_would_on_a_subplot_grid():
+    """``styled`` assigns one merged layout for speed; Plotly's property-by-property updates
+    (update_layout, then update_xaxes/update_yaxes over every axis) are the reference."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from explorer.charts.style import FONT, styled
+
+    def built() -> go.Figure:
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3])
+        fig.add_bar(x=[1, 2], y=[3, 4], row=1, col=1)
+        fig.add_scatter(x=[1, 2], y=[5, 6], row=2, col=1)
+        fig.update_layout(legend={"traceorder": "reversed"}, margin={"t": 10})
+        fig.update_yaxes(title_text="kept?", row=2, col=1)
+        return fig
+
+    reference = built()
+    reference.update_layout(
+        title={"text": "T", "x": 0, "xanchor": "left", "font": {"size": 17}},
+        font={"family": FONT, "size": 12},
+        height=300,
+        margin={"l": 60, "r": 20, "t": 80, "b": 50},
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0},
+        hoverlabel={"font": {"family": FONT}},
+    )
+    reference.update_xaxes(
+        title_text="x", showgrid=False, linecolor="#999", ticks="outside", automargin=True
+    )
+    reference.update_yaxes(
+        title_text="y", gridcolor="#eee", linecolor="#999", zeroline=False, automargin=True
+    )
+    ours = styled(built(), title="T", x_title="x", y_title="y", height=300)
+    assert ours.to_plotly_json() == reference.to_plotly_json()
+    assert ours.layout.legend.traceorder == "reversed"  # the builder's own settings survive
+    assert ours.layout.yaxis2.title.text == "y"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import plotly.graph_objects as go
 
 Figure = go.Figure
@@ -15,21 +18,45 @@ CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"
 def styled(
     fig: go.Figure, *, title: str, x_title: str, y_title: str, height: int = 420
 ) -> go.Figure:
-    """``fig`` with the common layout: a title, axis titles carrying units, a legend on top."""
-    fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 17}},
-        font={"family": FONT, "size": 12},
-        height=height,
-        margin={"l": 60, "r": 20, "t": 80, "b": 50},
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0},
-        hoverlabel={"font": {"family": FONT}},
-    )
-    fig.update_xaxes(
-        title_text=x_title, showgrid=False, linecolor="#999", ticks="outside", automargin=True
-    )
-    fig.update_yaxes(
-        title_text=y_title, gridcolor="#eee", linecolor="#999", zeroline=False, automargin=True
-    )
+    """``fig`` with the common layout: a title, axis titles carrying units, a legend on top.
+
+    Merged into the figure's own layout (as ``update_layout`` / ``update_xaxes`` would: every
+    x axis and every y axis of a subplot grid) and assigned once: Plotly's property-by-property
+    update took 27-38 ms a figure here, assigning the merged layout 3.5-4 ms, and the app draws
+    a few figures on every rerun."""
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)  # Plotly's default, put back as it was on assignment (validating
+    # the template's dictionary again was 90% of the assignment's cost)
+    style: dict[str, Any] = {
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 17}},
+        "font": {"family": FONT, "size": 12},
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 80, "b": 50},
+        "plot_bgcolor": "white",
+        "paper_bgcolor": "white",
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0},
+        "hoverlabel": {"font": {"family": FONT}},
+    }
+    x_axis: dict[str, Any] = {"title": {"text": x_title}, "showgrid": False, "ticks": "outside"}
+    y_axis: dict[str, Any] = {"title": {"text": y_title}, "gridcolor": "#eee", "zeroline": False}
+    for axis in (x_axis, y_axis):
+        axis |= {"linecolor": "#999", "automargin": True}
+    for name in {*(name for name in layout if AXIS.fullmatch(name)), "xaxis", "yaxis"}:
+        style[name] = x_axis if name.startswith("x") else y_axis
+    fig.layout = _merged(layout, style)
     return fig
+
+
+AXIS = re.compile(r"[xy]axis\d*")
+"""The layout keys of a figure's axes (``xaxis``, ``yaxis2``, ...)."""
+
+
+def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``update`` merged in, nested dictionaries key by key (Plotly's update)."""
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
