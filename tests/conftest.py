@@ -20,18 +20,24 @@ settings.register_profile(
 settings.load_profile("explorer")
 
 
+TORCH_UNITS = dict.fromkeys(("tests/test_validation.py", "tests/test_probe.py"), "torch")
+"""The two files that run PyTorch share a unit, so one worker imports torch (4-9 s here)."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist appends each group to the test's id
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """How pytest-xdist shares the tests out (``--dist loadgroup --no-loadscope-reorder``):
     each test file is one unit, so its module fixtures (a search, a report) are built once,
     except that every browser test is in one unit, so one served app and its warm caches serve
-    them all (a second server costs its start and its first, cold pages again). Units are
+    them all (a second server costs its start and its first, cold pages again), and the files
+    that run PyTorch are one unit (``TORCH_UNITS``). Units are
     handed out in this order: the browser unit first (the longest, a few minutes on a busy
     machine, so it must not start last), then files with more tests before files with fewer
     (xdist's own reordering, which would put the browser unit near the end)."""
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        unit = "browser" if item.get_closest_marker("browser") else item.nodeid.split("::")[0]
+        unit = item.nodeid.split("::")[0]
+        unit = "browser" if item.get_closest_marker("browser") else TORCH_UNITS.get(unit, unit)
         item.add_marker(pytest.mark.xdist_group(unit))
         units.setdefault(unit, []).append(item)
     ordered = sorted(units.items(), key=lambda u: (u[0] != "browser", -len(u[1])))
