@@ -206,10 +206,14 @@ def uneven_batch(
 
     # Every k in 1..m is a candidate; the step is max(slow replica at k, the others at n), so a
     # k whose others' step alone exceeds the best so far cannot win and its slow replica is not
-    # timed. k = m first (the even split) gives the first best; the answer is the k with the
-    # shortest step, the largest of equal ones, as a pass over 1..m with "<=" picks.
+    # timed. The answer is the k with the shortest step, the largest of equal ones, as a pass
+    # over 1..m with "<=" picks; any order finds it. k runs down from m (the even split): the
+    # others' step rises as k falls, so once it passes the best, the smaller k are settled by
+    # their others' step alone (a few distinct n, cached), and only the k near the even split
+    # are simulated for the slow replica (the bench's Llama 3.1 405B straggler, DP 8 and 256
+    # micro-batches: 74 step timings, 294 going up from k = 1).
     best: tuple[float, int] | None = None
-    for k in (m, *range(1, m)):
+    for k in range(m, 0, -1):
         other = other_s(math.ceil((dp * m - k) / (dp - 1)))
         if other is None or (best is not None and other > best[0]):
             continue
