@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorer.ui import sidebar, theme
+from explorer.ui import heap, sidebar, theme
 from explorer.ui.pages import navigation
 
 st.set_page_config(
@@ -17,3 +17,4 @@ theme.apply()
 scenario = sidebar.render()
 navigation(scenario, Path(__file__).resolve().parent).run()
 sidebar.run_finished()
+heap.freeze_long_lived()  # once per process: full collections then skip what lives on
