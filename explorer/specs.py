@@ -499,6 +499,11 @@ class KernelFigures(_HashOnce):
     """The same for FP4 (NVFP4) GEMMs; None: the FP8 figure."""
     attention: AttentionCurve | None = None
     """The attention kernel's figures; None means the GEMMs' efficiency."""
+    te_attention: AttentionCurve | None = None
+    """Transformer Engine's fused attention on this GPU where it is not ``attention``'s kernel:
+    the table Megatron-Core's attention follows (``compute.framework`` "megatron"; on Hopper TE
+    prefers cuDNN's FusedAttention to FlashAttention, presets/kernels/attention.toml
+    cudnn-h100). None: ``attention`` for every stack."""
     fp8_recipe: Fp8Recipe = "delayed"
     """The FP8 scaling recipe frameworks use by default on this GPU."""
     source: str = ""

@@ -29,6 +29,7 @@ from explorer.compute import (
 )
 from explorer.compute import gemm as gemm_module
 from explorer.compute.gemm import BLOCK_SCALED_GEMM_SHARE, quantisation_share, roofline_share
+from explorer.compute.passes import attention_curve
 from explorer.presets import attention_curves, load_gpu, load_model
 from explorer.published_runs.scenario import with_bf16_peak
 from explorer.specs import Fp8Recipe, GemmPoint, GpuSpec, Layout, Precision, TrainingWorkload
@@ -326,6 +327,48 @@ def test_h100_attention_matches_flashattention3s_figures(
     assert curve is not None
     share = attention_share(curve, seq, causal, backward)
     assert share * 989.4 == pytest.approx(tflops, rel=ANCHOR)
+
+
+CUDNN_H100 = [
+    pytest.param(512, False, False, 497, id="fa3-fig5-cudnn-fwd-512"),
+    pytest.param(2048, False, False, 617, id="fa3-fig5-cudnn-fwd-2k"),
+    pytest.param(16384, False, False, 595, id="fa3-fig5-cudnn-fwd-16k"),
+    pytest.param(8192, True, False, 529, id="fa3-fig5-cudnn-fwd-causal-8k"),
+    pytest.param(4096, False, True, 499, id="fa3-fig6-cudnn-bwd-4k"),
+    pytest.param(16384, False, True, 516, id="fa3-fig6-cudnn-bwd-16k"),
+]
+
+
+@pytest.mark.parametrize("gpu_id", ["h100-sxm", "h200", "h800"])
+@pytest.mark.parametrize(("seq", "causal", "backward", "tflops"), CUDNN_H100)
+def test_hopper_te_attention_matches_the_cudnn_bars_of_flashattention3s_figures(
+    gpu_id: str, seq: int, causal: bool, backward: bool, tflops: float
+) -> None:
+    # Transformer Engine prefers cuDNN's FusedAttention on Hopper: the cuDNN bars of FA3's
+    # Figs. 5-6 (H100 SXM5, head dim 128), over the 989.4 TFLOP/s dense BF16 peak
+    curve = load_gpu(gpu_id).kernels.te_attention  # type: ignore[union-attr]
+    assert curve is not None and curve.name.startswith("cuDNN")
+    share = attention_share(curve, seq, causal, backward)
+    assert share * 989.4 == pytest.approx(tflops, rel=ANCHOR)
+
+
+def test_megatron_attention_on_h100_is_te_cudnn_other_stacks_keep_the_presets_table() -> None:
+    gpu = load_gpu("h100-sxm")
+    megatron = ComputeAssumptions()  # framework "megatron": Megatron-Core with TE
+    assert attention_curve(gpu, megatron) is gpu.kernels.te_attention  # type: ignore[union-attr]
+    for framework in ("torchtitan", "torchtitan-compile", "pytorch-fsdp1"):
+        other = ComputeAssumptions(framework=framework)
+        assert attention_curve(gpu, other) is gpu.kernels.attention  # type: ignore[union-attr]
+    named = ComputeAssumptions(attention_kernel="fa3-h100")
+    assert attention_curve(gpu, named) == attention_curves()["fa3-h100"]
+    # Blackwell presets have no TE table apart: their one table is cuDNN's already
+    b200 = load_gpu("b200")
+    assert attention_curve(b200, megatron) is b200.kernels.attention  # type: ignore[union-attr]
+    # at 8k causal the two kernels are 602 against 529 TFLOP/s apart in the forward
+    fa3, cudnn = gpu.kernels.attention, gpu.kernels.te_attention  # type: ignore[union-attr]
+    assert fa3 is not None and cudnn is not None
+    ratio = attention_share(fa3, 8192, True, False) / attention_share(cudnn, 8192, True, False)
+    assert ratio == pytest.approx(602 / 529, rel=1e-3)
 
 
 def test_attention_interpolates_in_log_length_and_falls_under_a_causal_mask() -> None:

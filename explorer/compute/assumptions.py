@@ -10,7 +10,7 @@ from explorer.specs import Fp8Recipe
 
 AttentionKernel = Literal[
     "fa3-h100", "fa2-h100", "fa2-a100", "fa1-a100", "fa1-h100", "fa4-b200", "fa4-gb200",
-    "cudnn-b200", "cudnn-gb200", "cudnn913-gb200", "cudnn917-b200",
+    "cudnn-h100", "cudnn-b200", "cudnn-gb200", "cudnn913-gb200", "cudnn917-b200",
 ]  # fmt: skip
 """Attention tables of presets/kernels/attention.toml a stack can call by name."""
 

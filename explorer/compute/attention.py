@@ -5,7 +5,10 @@ sequence length (more key blocks per query block amortise each block's softmax r
 write-back) and falls under a causal mask at short lengths (the diagonal blocks are half
 empty). The GPU preset names a measured table (``presets/kernels/attention.toml``: FA3 on H100,
 FA2 on A100, cuDNN's fused attention on B200 and GB200, which Transformer Engine and PyTorch's
-SDPA run there: NVIDIA cudnn-frontend's published SDPA training benchmark); between its
+SDPA run there: NVIDIA cudnn-frontend's published SDPA training benchmark), and where
+Transformer Engine calls another kernel than that table's, TE's own (cuDNN's FusedAttention on
+Hopper, which TE prefers to FlashAttention there; Megatron-Core's profile follows it:
+``explorer.compute.passes.attention_curve``); between its
 sequence lengths the share is interpolated in log2(length), outside
 them it is held at the nearest end. A table may carry the same kernel's tables at other head
 dimensions (FA3's Figs. 5-6 measure 64, 128 and 256: a larger head does more MMA work per

@@ -263,15 +263,26 @@ def attention_head_dim(model: ModelSpec) -> float:
     return model.head_size
 
 
+def attention_curve(gpu: GpuSpec, a: ComputeAssumptions) -> AttentionCurve | None:
+    """The attention table a training stack calls on ``gpu``: the stack's own kernel where
+    named (``compute.attention_kernel``), Transformer Engine's fused attention under
+    Megatron-Core (``KernelFigures.te_attention``: cuDNN on Hopper, which TE prefers to
+    FlashAttention there), else the GPU preset's table."""
+    if a.attention_kernel is not None:
+        return attention_curves()[a.attention_kernel]
+    figures = kernel_figures(gpu)
+    if a.framework == "megatron" and figures.te_attention is not None:
+        return figures.te_attention
+    return figures.attention
+
+
 def _attention_s(work: StageWork, ctx: ComputeContext) -> tuple[float, float]:
     """(forward, backward) seconds of the attention core of one micro-batch."""
     layout, seq, a = ctx.layout, ctx.inputs.seq_len, ctx.assumptions
     fp8 = ctx.policy.compute == "fp8" and a.fp8_attention
     peak = peak_flops_per_s(ctx.gpu, "fp8" if fp8 else "bf16")
     flops = work.attention_core_flops * layout.micro_batch_size * seq / (layout.tp * layout.cp)
-    curve = kernel_figures(ctx.gpu).attention
-    if a.attention_kernel is not None:  # the stack's own kernel (compute.attention_kernel)
-        curve = attention_curves()[a.attention_kernel]
+    curve = attention_curve(ctx.gpu, a)
     causal = a.causal_attention_flops
     if a.attention_efficiency is not None:
         forward = backward = a.attention_efficiency

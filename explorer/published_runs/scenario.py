@@ -147,13 +147,24 @@ figures; the 26.04 one (v0.4.0) on PyTorch 26.02, newer than cuDNN 9.17, the new
 here. The GPU presets carry each GPU's own measurement (presets/kernels/attention.toml)."""
 
 
+NOT_TE_HOPPER: Final[AttentionKernel] = "fa3-h100"
+"""Meta's and DeepSeek's own stacks on Hopper: neither is Transformer Engine, so the TE table
+the Megatron-Core profile follows there (cuDNN, ``KernelFigures.te_attention``) is not
+theirs; neither source names its attention kernel, so the GPU preset's general table
+(FlashAttention-3) is kept, as before that table existed."""
+
+
 def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
-    """The attention table a run's stack calls where it is not the GPU preset's: torchtitan's
+    """The attention table a run's stack calls where it is not the profile's: torchtitan's
     SDPA on Hopper (every torchtitan run here predates torch 2.9); LLM Foundry's 2023
     FlashAttention v1 kernels (FLASH1); Megatron-Bridge's cuDNN by release on Blackwell
-    (MBRIDGE_CUDNN)."""
+    (MBRIDGE_CUDNN); Meta's and DeepSeek's stacks on Hopper (NOT_TE_HOPPER). NeMo,
+    Megatron-Bridge on Hopper and NeMo AutoModel (Transformer Engine layers) follow the
+    Megatron-Core profile's TE attention."""
     if run.framework == "torchtitan" and run.generation == "Hopper":
         return SDPA_FLASH_HOPPER
+    if run.framework in ("Meta (Llama 3 paper)", "DeepSeek HAI-LLM") and run.generation == "Hopper":
+        return NOT_TE_HOPPER
     if run.framework == "LLM Foundry":
         return FLASH1.get(run.generation)
     if run.framework == "Megatron-Bridge" and run.generation == "Blackwell":
