@@ -159,8 +159,9 @@ def _attention_kernel(run: PublishedRun) -> AttentionKernel | None:
     SDPA on Hopper (every torchtitan run here predates torch 2.9); LLM Foundry's 2023
     FlashAttention v1 kernels (FLASH1); Megatron-Bridge's cuDNN by release on Blackwell
     (MBRIDGE_CUDNN); Meta's and DeepSeek's stacks on Hopper (NOT_TE_HOPPER). NeMo,
-    Megatron-Bridge on Hopper and NeMo AutoModel (Transformer Engine layers) follow the
-    Megatron-Core profile's TE attention."""
+    Megatron-Bridge on Hopper and NeMo AutoModel follow the Megatron-Core profile's TE
+    attention (AutoModel: BackendConfig.attn defaults to "te" where Transformer Engine and CUDA
+    are present, nemo_automodel/components/models/common/utils.py, as read at 005f663)."""
     if run.framework == "torchtitan" and run.generation == "Hopper":
         return SDPA_FLASH_HOPPER
     if run.framework in ("Meta (Llama 3 paper)", "DeepSeek HAI-LLM") and run.generation == "Hopper":
