@@ -221,10 +221,10 @@ def _kernel_figures(data: dict[str, Any], where: str) -> KernelFigures:
     data["gemms"] = tuple(
         _validated(GemmPoint, row, f"{where} gemms[{i}]") for i, row in enumerate(gemms)
     )
+    curves = attention_curves()
     for field in ("attention", "te_attention"):
         name = data.pop(field, None)
         if name is not None:
-            curves = attention_curves()
             if name not in curves:
                 raise _unknown("attention kernel", name, tuple(curves))
             data[field] = curves[name]
