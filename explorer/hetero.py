@@ -11,7 +11,10 @@ links). Two placements:
 - pipeline stages on different types (``hetero_pp``): pipeline rank r on group g_r; layers
   split so that each rank's cycle (its layers x its type's per-layer time, plus the embedding
   or head it holds) is balanced, min-max (``explorer.straggler.speed_split``'s water-filling on
-  times); the stages' times, each from its own type, go through the estimate's schedule step.
+  times); where a type cannot hold its share, each rank is held to the blocks its GPU holds
+  (bytes linear in blocks between the layout's own split and the balanced one, ``_memory_caps``)
+  and balanced again, checked exactly; the stages' times, each from its own type, go through
+  the estimate's schedule step.
 Each type is timed by ``explorer.estimate`` on that group's GPU and links (its collectives use
 that group's fabric: a reduction spanning both groups is paced by the slower one, which the
 max over types keeps only for the compute-bound part). Memory is checked per GPU type: every
@@ -212,18 +215,57 @@ def _rank_costs(stages: tuple[StageTime, ...]) -> tuple[float, tuple[float, ...]
 
 
 def balanced_layers(num_layers: int, per_block_s: tuple[float, ...],
-                    extra_s: tuple[float, ...]) -> tuple[int, ...]:  # fmt: skip
+                    extra_s: tuple[float, ...],
+                    caps: tuple[int, ...] | None = None) -> tuple[int, ...]:  # fmt: skip
     """Blocks per pipeline rank, at least one each, minimising the slowest rank's cycle
     n_r x per_block_r + extra_r (one block at a time to the rank that ends it first: min-max;
-    at equal cycles the first rank). A heap of each rank's cycle with one block more."""
+    at equal cycles the first rank). A heap of each rank's cycle with one block more.
+    ``caps``: at most that many blocks on each rank (a rank at its cap takes no more); the
+    caps must hold ``num_layers`` together (ValueError otherwise)."""
+    limits = caps or (num_layers,) * len(per_block_s)
+    if sum(limits) < num_layers or min(limits) < 1:
+        raise ValueError(f"caps {limits} do not hold {num_layers} blocks, one or more per rank")
     counts = [1] * len(per_block_s)
-    after = [(2 * t + e, r) for r, (t, e) in enumerate(zip(per_block_s, extra_s, strict=True))]
+    after = [(2 * t + e, r) for r, (t, e) in enumerate(zip(per_block_s, extra_s, strict=True))
+             if limits[r] > 1]  # fmt: skip
     heapq.heapify(after)  # (cycle, rank): the least cycle first, then the first rank
     for _ in range(num_layers - len(counts)):
         best = heapq.heappop(after)[1]
         counts[best] += 1
-        heapq.heappush(after, ((counts[best] + 1) * per_block_s[best] + extra_s[best], best))
+        if counts[best] < limits[best]:
+            heapq.heappush(after, ((counts[best] + 1) * per_block_s[best] + extra_s[best], best))
     return tuple(counts)
+
+
+def _memory_caps(
+    placement: tuple[int, ...], capacity: tuple[float, ...],
+    even: tuple[TrainingMemory, ...], balanced: tuple[TrainingMemory, ...],
+    layers: tuple[int, ...],
+) -> tuple[int, ...] | None:  # fmt: skip
+    """Most blocks each pipeline rank can hold on its type, from two splits' memory on every
+    type: the layout's own (even) split and the balanced one. A rank's bytes are taken as
+    linear in its blocks (its states and activations per block; what it holds beside the
+    blocks fixed): the slope from its two splits, where they differ in its blocks, else the
+    largest slope of its type's ranks. None where no slope is known on an over-full type."""
+    slopes: list[float | None] = []
+    for r, g in enumerate(placement):
+        n_even = len(even[g].stages[r].layers)
+        b_even, b_bal = even[g].stages[r].total_bytes, balanced[g].stages[r].total_bytes
+        slopes.append((b_bal - b_even) / (layers[r] - n_even) if layers[r] != n_even else None)
+    caps = []
+    for r, g in enumerate(placement):
+        slope = slopes[r]
+        if slope is None or slope <= 0:
+            known = [x for x, h in zip(slopes, placement, strict=True) if h == g and x and x > 0]
+            if not known:
+                if balanced[g].stages[r].total_bytes > capacity[g]:
+                    return None
+                caps.append(layers[r])  # fits as it is: no more blocks than it has
+                continue
+            slope = max(known)
+        room = capacity[g] - balanced[g].stages[r].total_bytes
+        caps.append(max(1, layers[r] + math.floor(room / slope)))
+    return tuple(caps)
 
 
 def hetero_pp(
@@ -237,7 +279,8 @@ def hetero_pp(
     *,
     time_unfit: bool = True,
 ) -> HeteroStep:
-    """Pipeline rank r on group ``placement[r]``: layers balanced over the types' speeds, each
+    """Pipeline rank r on group ``placement[r]``: layers balanced over the types' speeds (held
+    to what each rank's GPU holds where the balanced split does not fit: ``_refit``), each
     stage timed and its memory checked on its own GPU, the step through the schedule, s.
 
     With every rank on one type the layout's own split is kept (today's estimate).
@@ -269,12 +312,12 @@ def hetero_pp(
         # Memory first (``_parts``'s own calls): a split some type cannot hold may stop there.
         resolved = resolve_workload(layout, workload)
         memories = [_memory(model, c, layout, workload, assumptions, resolved) for c in sized]
-        untimed = []  # each type's memory, its step not timed
-        for i, (g, mem) in enumerate(zip(groups, memories, strict=True)):
-            peak = _pp_peak(mem, placement, i)
-            untimed.append(TypeStep(gpu=g.gpu.name, replicas=placement.count(i),
-                                    microbatches=resolved.microbatches, step_s=math.inf,
-                                    peak_bytes=peak, fits=peak <= g.gpu.memory_bytes))  # fmt: skip
+        untimed = _untimed(groups, placement, memories, resolved.microbatches)
+        if not all(t.fits for t in untimed):  # the balanced split within each type's memory
+            refit = _refit(model, sized, groups, placement, layout, workload, assumptions,
+                           given, memories, per_block, extra)  # fmt: skip
+            if refit is not None and all(t.fits for t in refit[3]):  # else the fastest split
+                layers, layout, memories, untimed = refit
         if not time_unfit and not all(t.fits for t in untimed):
             return HeteroStep(step_s=math.inf, types=tuple(untimed), stage_layers=layers)
         plain = [_Parts(stage_times(model, c, layout, workload, assumptions,
@@ -296,6 +339,45 @@ def hetero_pp(
                               fits=peak <= g.gpu.memory_bytes))  # fmt: skip
     return HeteroStep(step_s=pipe.makespan_s + tail, types=tuple(types),
                       stage_layers=layout.stage_layers)  # fmt: skip
+
+
+def _untimed(groups: tuple[ClusterSpec, ...], placement: tuple[int, ...],
+             memories: list[TrainingMemory], microbatches: int) -> list[TypeStep]:  # fmt: skip
+    """Each type's share of a mixed pipeline by its memory, its step not timed (infinite)."""
+    untimed = []
+    for i, (g, mem) in enumerate(zip(groups, memories, strict=True)):
+        peak = _pp_peak(mem, placement, i)
+        untimed.append(TypeStep(gpu=g.gpu.name, replicas=placement.count(i),
+                                microbatches=microbatches, step_s=math.inf,
+                                peak_bytes=peak, fits=peak <= g.gpu.memory_bytes))  # fmt: skip
+    return untimed
+
+
+def _refit(
+    model: ModelSpec, sized: list[ClusterSpec], groups: tuple[ClusterSpec, ...],
+    placement: tuple[int, ...], layout: Layout, workload: TrainingWorkload,
+    a: EstimateAssumptions, given: tuple[Estimate | None, ...],
+    memories: list[TrainingMemory], per_block: tuple[float, ...], extra: tuple[float, ...],
+) -> tuple[tuple[int, ...], Layout, list[TrainingMemory], list[TypeStep]] | None:  # fmt: skip
+    """The balanced split again with each rank held to the blocks its GPU can hold
+    (``_memory_caps`` from the layout's own split and the balanced one), checked exactly:
+    (layers, layout, memories, per-type shares), or None where no capped split differs or
+    holds the blocks. One or two memory calls per type."""
+    own = replace(layout, stage_layers=None)
+    even = tuple(e.memory if e is not None else _memory(model, c, own, workload, a)
+                 for c, e in zip(sized, given, strict=True))  # fmt: skip
+    assert layout.stage_layers is not None  # hetero_pp's balanced split
+    capacity = tuple(float(g.gpu.memory_bytes) for g in groups)
+    caps = _memory_caps(placement, capacity, even, tuple(memories), layout.stage_layers)
+    if caps is None or sum(caps) < model.num_hidden_layers:
+        return None
+    layers = balanced_layers(model.num_hidden_layers, per_block, extra, caps)
+    if layers == layout.stage_layers:
+        return None
+    layout = replace(layout, stage_layers=layers)
+    resolved = resolve_workload(layout, workload)
+    memories = [_memory(model, c, layout, workload, a, resolved) for c in sized]
+    return layers, layout, memories, _untimed(groups, placement, memories, resolved.microbatches)
 
 
 def _pp_peak(memory: TrainingMemory, placement: tuple[int, ...], group: int) -> float:

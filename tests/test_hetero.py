@@ -64,16 +64,52 @@ def test_pipeline_ranks_on_a_slower_type_get_fewer_layers_and_memory_is_checked_
     assert min(mixed.stage_layers[:2]) > max(mixed.stage_layers[2:])
     even = hetero_pp(MODEL, (a,), (0, 0, 0, 0), PP_LAYOUT, WORKLOAD)
     assert mixed.step_s < even.step_s  # better than all-A100
-    small = replace(a, gpu=replace(a.gpu, memory_bytes=int(16 * GiB)))
-    tight = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
+    tiny = replace(a, gpu=replace(a.gpu, memory_bytes=int(4 * GiB)))  # not one block fits
+    tight = hetero_pp(MODEL, (h, tiny), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
     assert [t.fits for t in tight.types] == [True, False] and not tight.fits
+    assert tight.stage_layers == mixed.stage_layers  # the fastest split, reported as not fitting
+
+
+def test_a_balanced_split_a_type_cannot_hold_moves_blocks_to_the_type_that_can():
+    # 16 GiB A100s cannot hold the 70B's balanced split (12 and 11 blocks at TP 8, DP 1: about
+    # 2 GB of states a block); the blocks over their memory go to the H100 ranks, and the
+    # split is checked exactly (the full estimate on each type of the capped layout).
+    h, a = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
+    balanced = hetero_pp(MODEL, (h, a), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
+    small = replace(a, gpu=replace(a.gpu, memory_bytes=int(16 * GiB)))
+    assert balanced.types[1].peak_bytes > small.gpu.memory_bytes
+    capped = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
+    assert balanced.stage_layers is not None and capped.stage_layers is not None
+    assert capped.fits and sum(capped.stage_layers) == MODEL.num_hidden_layers
+    assert max(capped.stage_layers[2:]) < min(balanced.stage_layers[2:])
+    assert capped.step_s > balanced.step_s  # slower than the split it could not hold
+    step, peaks = _per_type_estimates((h, small), (0, 0, 1, 1), capped.stage_layers, PP_LAYOUT)
+    assert capped.step_s == step and [t.peak_bytes for t in capped.types] == peaks
+    assert peaks[1] <= small.gpu.memory_bytes
+    # One block more on either A100 rank (one fewer on an H100 rank) would not fit: the cap
+    # is the most the 16 GiB holds, not a guess below it.
+    more = list(capped.stage_layers)
+    more[0], more[3] = more[0] - 1, more[3] + 1
+    _, over = _per_type_estimates((h, small), (0, 0, 1, 1), tuple(more), PP_LAYOUT)
+    assert over[1] > small.gpu.memory_bytes
+
+
+def test_caps_bound_the_blocks_of_each_rank_and_must_hold_them_all():
+    # Ranks 2 and 3 held to one block each: the other 8 go to ranks 0 and 1, 4 and 4.
+    assert balanced_layers(10, (1.0, 1.0, 2.0, 2.0), (0.0,) * 4, (5, 5, 1, 1)) == (4, 4, 1, 1)
+    # Rank 0 held to 3: the slowest rank still ends at 4 s, the uncapped optimum (4 4 1 1).
+    held = balanced_layers(10, (1.0, 1.0, 2.0, 2.0), (0.0,) * 4, (3, 9, 9, 9))
+    assert held[0] == 3 and sum(held) == 10
+    assert max(n * t for n, t in zip(held, (1.0, 1.0, 2.0, 2.0), strict=True)) == 4.0
+    with pytest.raises(ValueError, match="do not hold 10 blocks"):
+        balanced_layers(10, (1.0,) * 4, (0.0,) * 4, (2, 2, 2, 2))
 
 
 def test_a_mixed_pipeline_a_type_cannot_hold_is_left_untimed_only_when_asked():
-    # 16 GiB A100s: the 70B's balanced split does not fit them (rejected by the pipeline
-    # search by its memory alone); untimed, every step is infinite, memory per type the same.
+    # 4 GiB A100s: no split of the 70B fits them (rejected by the pipeline search by its
+    # memory alone); untimed, every step is infinite, memory per type the same.
     h, a = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
-    small = replace(a, gpu=replace(a.gpu, memory_bytes=int(16 * GiB)))
+    small = replace(a, gpu=replace(a.gpu, memory_bytes=int(4 * GiB)))
     timed = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD)
     untimed = hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD, time_unfit=False)
     assert math.isfinite(timed.step_s) and untimed.step_s == math.inf and not untimed.fits

@@ -153,12 +153,14 @@ def _rounds(model, groups, workload, space, ranked):
 def test_the_pipeline_rows_are_the_rounds_of_fresh_searches_timed_in_full():
     # Each type's search is ranked further round by round (resumable) and a balanced split a
     # type cannot hold is not timed: neither changes a row, a rejection or the K reached.
-    # Llama 3.1 70B on 16 + 16 GPUs: few layouts fit the mixed pipeline, so asking for 10 runs
-    # more than one round (K = 20, 40, ...).
+    # Llama 3.1 70B on 16 H100 + 16 A100 of 24 GiB: few layouts fit the mixed pipeline even
+    # with the blocks each type holds capped, so asking for 10 runs more than one round (K =
+    # 20, 40, ...).
     big, space = load_model("llama-3.1-70b"), replace(SPACE, micro_batch_sizes=(1, 2),
                                                       zero_stages=(0, 1))  # fmt: skip
-    found = pipeline_search(big, (H100, A100), WORKLOAD, space=space, ranked=10)
-    rows, rejected, k = _rounds(big, (H100, A100), WORKLOAD, space, 10)
+    small = replace(A100, gpu=replace(A100.gpu, memory_bytes=int(24 * GiB)))
+    found = pipeline_search(big, (H100, small), WORKLOAD, space=space, ranked=10)
+    rows, rejected, k = _rounds(big, (H100, small), WORKLOAD, space, 10)
     assert found.searched == k > 20 and len(rows) > 3
     assert [(r.layout, r.step_s, r.hetero) for r in found.rows] == [
         (layout, step.step_s, step) for layout, step in rows[:10]]  # fmt: skip
