@@ -142,3 +142,22 @@ def test_steps_of_one_times_and_many_counts_share_the_short_step_and_match_the_s
         timeline = simulate(build_schedule(name, 8, m), times)
         assert t.makespan_s == pytest.approx(timeline.makespan_s, rel=EXTRAPOLATED)
         assert t.busy_s == pytest.approx(timeline.busy_s, rel=EXTRAPOLATED)
+
+
+@pytest.mark.parametrize("stages", [16, 32])
+@pytest.mark.parametrize("kind", ["ends", "middle"])
+def test_zb_h1_with_unequal_stages_settles_before_4p_and_matches_the_simulator(stages, kind):
+    # periodic.tries: a try shorter than the 4P + 32 one (P + 16 or 2P + 32 steady iterations)
+    # settles for unequal stages, and the step extrapolated from it is the full simulation's
+    # within rounding.
+    from explorer.schedules.periodic import _short, tries
+
+    times = _times(kind, stages)
+    settling = [e for e in tries(stages) if stages + e < 6 * stages
+                and _short("zb-h1", stages, stages + e, times) is not None]  # fmt: skip
+    assert settling and settling[0] in (stages + 16, 2 * stages + 32)
+    microbatches = 6 * stages + 40  # past every try before 4P + 32
+    timeline = simulate(build_schedule("zb-h1", stages, microbatches), times)
+    timed = step_time("zb-h1", stages, microbatches, 1, times)
+    assert timed.makespan_s == pytest.approx(timeline.makespan_s, rel=EXTRAPOLATED)
+    assert timed.busy_s == pytest.approx(timeline.busy_s, rel=EXTRAPOLATED)

@@ -44,9 +44,15 @@ rounding steps of the end times)."""
 
 def tries(stages: int) -> tuple[int, ...]:
     """Steady iterations of the shorter steps tried, in turn: ZB-H1 looks back P iterations
-    and settles within a few P (3P when the last stage is 3x the others). The same for every
-    M, so their compiled schedules serve every layout with the same P."""
-    return (16, 4 * stages + 32, 16 * stages + 128, 64 * stages + 512)
+    and settles within a few P (3P when the last stage is 3x the others); with stages of
+    unequal times (pipelines across GPU types: the bench's Llama 3.1 405B on H100 + A100 at
+    P = 64) it settled at iteration P + 2 in 14 of 19 steps and by 2.25P in the rest, so
+    P + 16 and 2P + 32 are tried before 4P + 32 (steps of 2P + 16 and 3P + 32 micro-batches
+    in place of 5P + 32; a try that does not settle costs its simulation;
+    ``tests/test_schedules.py`` checks the extrapolation against the full simulation). The
+    same for every M, so their compiled schedules serve every layout with the same P."""
+    return (16, stages + 16, 2 * stages + 32, 4 * stages + 32, 16 * stages + 128,
+            64 * stages + 512)  # fmt: skip
 
 
 class StepTime(NamedTuple):
