@@ -70,6 +70,9 @@ class HeteroStep:
     """Per group, in the cluster's order."""
     stage_layers: tuple[int, ...] | None = None
     """Layers per pipeline rank (hetero_pp)."""
+    memory_held: bool = False
+    """Whether those layers were held to what each rank's GPU holds (hetero_pp: the split
+    balanced by speed alone did not fit; ``_refit``)."""
 
     @property
     def fits(self) -> bool:
@@ -313,11 +316,13 @@ def hetero_pp(
         resolved = resolve_workload(layout, workload)
         memories = [_memory(model, c, layout, workload, assumptions, resolved) for c in sized]
         untimed = _untimed(groups, placement, memories, resolved.microbatches)
+        held = False
         if not all(t.fits for t in untimed):  # the balanced split within each type's memory
             refit = _refit(model, sized, groups, placement, layout, workload, assumptions,
                            given, memories, per_block, extra)  # fmt: skip
             if refit is not None and all(t.fits for t in refit[3]):  # else the fastest split
                 layers, layout, memories, untimed = refit
+                held = True
         if not time_unfit and not all(t.fits for t in untimed):
             return HeteroStep(step_s=math.inf, types=tuple(untimed), stage_layers=layers)
         plain = [_Parts(stage_times(model, c, layout, workload, assumptions,
@@ -325,6 +330,7 @@ def hetero_pp(
                                                   resolved=resolved)), mem, resolved.microbatches)
                  for c, mem in zip(sized, memories, strict=True)]  # fmt: skip
     else:
+        held = False
         plain = [_of(e) if e else _parts(model, c, layout, workload, assumptions)
                  for c, e in zip(sized, given, strict=True)]  # fmt: skip
     stages = tuple(plain[g].stages[r] for r, g in enumerate(placement))
@@ -338,7 +344,7 @@ def hetero_pp(
                               step_s=pipe.makespan_s + tail, peak_bytes=peak,
                               fits=peak <= g.gpu.memory_bytes))  # fmt: skip
     return HeteroStep(step_s=pipe.makespan_s + tail, types=tuple(types),
-                      stage_layers=layout.stage_layers)  # fmt: skip
+                      stage_layers=layout.stage_layers, memory_held=held)  # fmt: skip
 
 
 def _untimed(groups: tuple[ClusterSpec, ...], placement: tuple[int, ...],
@@ -410,5 +416,6 @@ def hetero_dict(step: HeteroStep, mode: str, split: str) -> dict[str, object]:
         "step_time_s": step.step_s,
         "fits": step.fits,
         "stage_layers": list(step.stage_layers) if step.stage_layers else None,
+        "memory_held": step.memory_held,
         "types": types,
     }

@@ -176,3 +176,18 @@ def test_the_estimate_cli_reports_a_mixed_pipeline(capsys, monkeypatch):
     out = _estimate_json(capsys, monkeypatch, "--dp", "1", "--mixed-groups",
                          "hgx-h100:2,dgx-a100:2", "--mixed-placement", "0,0,1,1")  # fmt: skip
     assert out["mixed"]["mode"] == "pp" and sum(out["mixed"]["stage_layers"]) == 80
+
+
+def test_a_split_held_to_memory_says_so_in_the_json_and_the_estimate_text():
+    from explorer.cli.estimate import _mixed_lines
+    from explorer.hetero import hetero_dict
+
+    h, a = load_cluster("hgx-h100", 2), load_cluster("dgx-a100", 2)
+    small = replace(a, gpu=replace(a.gpu, memory_bytes=int(16 * GiB)))
+    held = hetero_dict(hetero_pp(MODEL, (h, small), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD), "pp",
+                       "layers by speed")  # fmt: skip
+    free = hetero_dict(hetero_pp(MODEL, (h, a), (0, 0, 1, 1), PP_LAYOUT, WORKLOAD), "pp",
+                       "layers by speed")  # fmt: skip
+    assert held["memory_held"] is True and free["memory_held"] is False
+    assert "held to each GPU's memory" in _mixed_lines(held)[0]
+    assert "held to each GPU's memory" not in _mixed_lines(free)[0]

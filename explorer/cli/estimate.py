@@ -325,6 +325,8 @@ def _mixed_lines(found: dict | None) -> list[str]:
     if not found:
         return []
     layers = f", layers per rank {found['stage_layers']}" if found["stage_layers"] else ""
+    if found.get("memory_held"):
+        layers += " (held to each GPU's memory: the split by speed alone does not fit)"
     lines = [
         f"  mixed cluster ({found['mode']}, {found['split']}): step "
         f"{found['step_time_s']:.3f} s{layers}" + ("" if found["fits"] else " (does NOT fit)")

@@ -53,7 +53,9 @@ def hetero_parts(
             how = (f"data parallel across the types with the batch split "
                    f"{'evenly' if split == 'even' else 'in proportion to speed'}"
                    if mode == "dp" else "its pipeline ranks on the types in the groups' order "
-                   f"(layers per rank {','.join(map(str, step.stage_layers or ()))})")  # fmt: skip
+                   f"(layers per rank {','.join(map(str, step.stage_layers or ()))}"
+                   + (", held to each GPU's memory: the split by speed alone does not fit)"
+                      if step.memory_held else ")"))  # fmt: skip
             text = (
                 f"On the mixed cluster {kinds}, {how}, the step takes {step.step_s:.3f} s, "
                 f"against {today:.3f} s on the cluster above; "

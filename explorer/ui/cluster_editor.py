@@ -200,7 +200,8 @@ def _mixed_results(scenario: Scenario) -> None:
             "zero": r.layout.zero, "mbs": r.layout.micro_batch_size,
             "recompute": r.layout.recompute, "schedule": r.layout.schedule,
             "step (s)": r.step_s,
-            "layers per rank": ",".join(map(str, r.hetero.stage_layers or ())) or "as set",
+            "layers per rank": (",".join(map(str, r.hetero.stage_layers or ())) or "as set")
+            + (" (held to memory)" if r.hetero.memory_held else ""),
             "per type": ", ".join(f"{t.gpu}: {t.replicas} × {t.microbatches} mb, "
                                   f"{t.peak_bytes / GiB:.1f} GiB" for t in r.hetero.types),
         } for r in found.rows])  # fmt: skip
