@@ -485,6 +485,13 @@ class KernelFigures(_HashOnce):
     k-block (Blackwell presets set the BF16 figure: no promotion).
     Source: DeepGEMM README H800 dense table at M = 4096: K = 512 / 1,536 / 2,048 / 7,168 run at
     0.43 / 0.73 / 0.75 / 0.96 of K = 16,384's rate, i.e. k / (k + 570-670)."""
+    kernel_fixed_s: float = 0.0
+    """Time each BF16 / TF32 GEMM kernel spends beside its waves, s: from its start to the
+    first wave's main loop and after the last one's (block scheduling, pipeline fill, the
+    final write-back and drain), whatever the shape. It sets the fall-off of small GEMMs
+    (TP-split weights, MLA's low-rank projections, decode). 0 where no shape sweep is
+    published (the per-wave ``k_overhead`` alone). Hopper presets: from OpenXLA's measured H100
+    table (validation/gemm_shapes_h100.csv, tests/test_gemm_shapes.py)."""
     gemms: tuple[GemmPoint, ...] = ()
     """Measured GEMMs the model is anchored on (its losses at a point are divided out)."""
     training_shape_share: float = 1.0
@@ -510,7 +517,7 @@ class KernelFigures(_HashOnce):
 
     def __post_init__(self) -> None:
         _positive(self, "num_sms", "tile_m", "tile_n")
-        _non_negative(self, "k_overhead", "fp8_k_overhead")
+        _non_negative(self, "k_overhead", "fp8_k_overhead", "kernel_fixed_s")
         for name in (
             "training_shape_share",
             "fp8_training_shape_share",

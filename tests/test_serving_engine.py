@@ -68,7 +68,10 @@ def test_an_eager_step_lasts_at_least_its_host_launches():
     eager = _step(gpt2, H200, ServingLayout(), w, replace(A, cuda_graphs=False), 1.0, 100.0)
     graphed = _step(gpt2, H200, ServingLayout(), w, A, 1.0, 100.0)
     assert eager.kernels_s == pytest.approx(12 * 14 * 4e-6, rel=1e-12)
-    assert graphed.kernels_s < 0.2e-3
+    # graphed, the step is the GPU's own work: 0.36 ms, most of it the fixed 5.3825 us of each
+    # small GEMM kernel (KernelFigures.kernel_fixed_s), well under the eager host launches
+    assert graphed.kernels_s < 0.6 * eager.kernels_s
+    assert graphed.kernels_s == pytest.approx(graphed.compute_s, rel=0.01)
 
 
 def test_a_sliding_window_decode_reads_only_its_window():
@@ -98,9 +101,9 @@ def test_two_batch_overlap_hides_the_smaller_of_compute_and_exchange():
     # max(2 x busy, 2 x 5 ms) + min(busy, 5 ms) / 94 blocks (the first half's block alone)
     assert step.total_s == pytest.approx(max(2 * half, 10e-3) + min(half, 5e-3) / 94, rel=1e-12)
     plain = _mixed_stage_step(plain_case, shape, 0.0, 0.0, 4096.0, 1024.0, comm_s=10e-3)
-    # most of the 10 ms exchange hidden (7.33 ms); each half's GEMMs pay their per-wave fixed
-    # work again
-    assert step.total_s < plain.total_s - 7e-3
+    # most of the 10 ms exchange hidden (6.83 ms); each half's GEMMs pay their per-wave and
+    # per-kernel fixed work again
+    assert step.total_s < plain.total_s - 6.5e-3
     # memory-bound decode: each half reads every expert again, so overlap costs more than
     # the 1 ms it hides
     d_half = _kernel_step(case, shape, 64.0, 3072.0, 0.0, 0.0, 1.0).total_s
