@@ -42,17 +42,22 @@ SETTLED = 2.0**-45
 rounding steps of the end times)."""
 
 
-def tries(stages: int) -> tuple[int, ...]:
-    """Steady iterations of the shorter steps tried, in turn: ZB-H1 looks back P iterations
-    and settles within a few P (3P when the last stage is 3x the others); with stages of
-    unequal times (pipelines across GPU types: the bench's Llama 3.1 405B on H100 + A100 at
-    P = 64) it settled at iteration P + 2 in 14 of 19 steps and by 2.25P in the rest, so
-    P + 16 and 2P + 32 are tried before 4P + 32 (steps of 2P + 16 and 3P + 32 micro-batches
-    in place of 5P + 32; a try that does not settle costs its simulation;
-    ``tests/test_schedules.py`` checks the extrapolation against the full simulation). The
-    same for every M, so their compiled schedules serve every layout with the same P."""
-    return (16, stages + 16, 2 * stages + 32, 4 * stages + 32, 16 * stages + 128,
-            64 * stages + 512)  # fmt: skip
+def tries(stages: int, name: ScheduleName = "zb-h1") -> tuple[int, ...]:
+    """Steady iterations of the shorter steps tried for schedule ``name``, in turn (a choice of
+    speed, not of the result: every try that settles extrapolates to the same step within
+    rounding, ``tests/test_periodic.py``; one that does not costs its simulation). ZB-H1 looks
+    back P iterations and settles within a few P (3P when the last stage is 3x the others);
+    with stages of unequal times (pipelines across GPU types: the bench's Llama 3.1 405B on
+    H100 + A100 at P = 64) it settled at iteration P + 2 in 14 of 19 steps and by 2.25P in the
+    rest, so P + 16 and 2P + 32 come before 4P + 32 (steps of 2P + 16 and 3P + 32 micro-batches
+    in place of 5P + 32); DualPipe settles in 16 or P + 16 on the bench's stage times. ZB-V
+    and DualPipeV skip P + 16: on the bench's mixed and straggler searches and its two plain
+    searches it settled 29 of the 77 DualPipeV steps and 2 of the 44 ZB-V steps that 16 did
+    not settle (most of them at P = 4, where every try is cheap), and the failed ones cost more
+    than the successes saved (``python -m explorer.bench``'s cases, 2026-12-04). The same for
+    every M, so their compiled schedules serve every layout with the same P."""
+    first = () if name in ("zb-v", "dualpipev") else (stages + 16,)
+    return (16, *first, 2 * stages + 32, 4 * stages + 32, 16 * stages + 128, 64 * stages + 512)
 
 
 class StepTime(NamedTuple):
@@ -231,7 +236,7 @@ def extrapolated(
     """The step from a shorter one whose steady state settles, or None (module docstring)."""
     delta = SHAPES[name][1]
     least = stages if name in ("1f1b", "zb-h1") else 2 * stages  # warm-up and cool-down as M
-    for extra in tries(stages):
+    for extra in tries(stages, name):
         short = least + delta * extra
         if short >= microbatches:
             return None
