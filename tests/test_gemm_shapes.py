@@ -110,3 +110,21 @@ def test_the_fixed_time_leaves_the_mamf_anchor_exact():
     # and FP8 GEMMs carry their fixed work in DeepGEMM's per-wave figure: unchanged by it
     fp8 = gemm_efficiency(1024, 4096, 1024, "fp8", H100)
     assert fp8 == gemm_efficiency(1024, 4096, 1024, "fp8", _with_fixed(0.0))
+
+
+def test_a_measured_kernel_shorter_than_the_fixed_time_drops_it_and_a_longer_one_keeps_it():
+    from explorer.compute.gemm import with_measured_gemms
+    from explorer.specs import GemmPoint
+
+    assert H100.kernels is not None
+    # 256 x 256 x 256 at 10% of the BF16 peak: 3.39 us, below the preset's 5.3825 us
+    quick = GemmPoint(m=256, n=256, k=256, dtype="bf16", efficiency=0.1)
+    dropped = with_measured_gemms(H100, [quick])
+    assert dropped.kernels is not None and dropped.kernels.kernel_fixed_s == 0.0
+    assert gemm_efficiency(256, 256, 256, "bf16", dropped) == pytest.approx(0.1, rel=1e-9)
+    # 2048 x 2048 x 2048 at 60%: 28.9 us, the preset's figure kept and the point reproduced
+    slow = GemmPoint(m=2048, n=2048, k=2048, dtype="bf16", efficiency=0.6)
+    kept = with_measured_gemms(H100, [slow])
+    assert kept.kernels is not None
+    assert kept.kernels.kernel_fixed_s == H100.kernels.kernel_fixed_s
+    assert gemm_efficiency(2048, 2048, 2048, "bf16", kept) == pytest.approx(0.6, rel=1e-9)

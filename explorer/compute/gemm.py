@@ -91,12 +91,24 @@ def with_measured_gemms(gpu: GpuSpec, points: Iterable[GemmPoint]) -> GpuSpec:
         for p in figures.gemms
         if (p.m, p.n, p.k, p.dtype) not in shapes and not (p.recipe and p.dtype in formats)
     )
-    # measured points describe the user's own shapes: no training-shape multiplier over them
+    # measured points describe the user's own shapes: no training-shape multiplier over them;
+    # a measured BF16 / TF32 kernel shorter than the preset's fixed time per kernel says that
+    # figure is not this stack's: 0 then (the per-wave work alone, as without a shape sweep)
+    fixed = figures.kernel_fixed_s
+    if any(_kernel_s(p, gpu) <= fixed for p in new if p.dtype in ("bf16", "tf32")):
+        fixed = 0.0
     figures = replace(
         figures, training_shape_share=1.0, fp8_training_shape_share=1.0,
-        fp4_training_shape_share=None,
+        fp4_training_shape_share=None, kernel_fixed_s=fixed,
     )  # fmt: skip
     return replace(gpu, kernels=replace(figures, gemms=kept + new))
+
+
+def _kernel_s(point: GemmPoint, gpu: GpuSpec) -> float:
+    """Seconds of a measured GEMM point's kernel on ``gpu``."""
+    return (
+        2.0 * point.m * point.n * point.k / (point.efficiency * peak_flops_per_s(gpu, point.dtype))
+    )
 
 
 def _waves_share(tiles: int, sms: int) -> float:
