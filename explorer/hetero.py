@@ -10,10 +10,10 @@ links). Two placements:
   "Whale", USENIX ATC; Li et al. 2023, "HexiScale").
 - pipeline stages on different types (``hetero_pp``): pipeline rank r on group g_r; layers
   split so that each rank's cycle (its layers x its type's per-layer time, plus the embedding
-  or head it holds) is balanced, min-max (``explorer.straggler.speed_split``'s water-filling on
-  times); where a type cannot hold its share, each rank is held to the blocks its GPU holds
-  (bytes linear in blocks between the layout's own split and the balanced one, ``_memory_caps``)
-  and balanced again, checked exactly; the stages' times, each from its own type, go through
+  or head it holds) is balanced, min-max (water-filling on times, ``balanced_layers``); where
+  a type cannot hold its share, each rank is held to the blocks its GPU holds (bytes linear
+  in blocks between the layout's own split and the balanced one, ``memory_caps``) and
+  balanced again, checked exactly; the stages' times, each from its own type, go through
   the estimate's schedule step.
 Each type is timed by ``explorer.estimate`` on that group's GPU and links (its collectives use
 that group's fabric: a reduction spanning both groups is paced by the slower one, which the
@@ -210,7 +210,7 @@ def _stages(model: ModelSpec, cluster: ClusterSpec, layout: Layout, workload: Tr
                        stage_context(model, cluster, layout, workload, a))  # fmt: skip
 
 
-def _rank_costs(stages: tuple[StageTime, ...]) -> tuple[float, tuple[float, ...]]:
+def rank_costs(stages: tuple[StageTime, ...]) -> tuple[float, tuple[float, ...]]:
     """(cycle per block on this type, per rank the cycle beyond its blocks: the embedding, the
     head), s per micro-batch, from the stage times of a layout on one type."""
     per_block = min(s.cycle_s / len(s.layers) for s in stages if s.layers)
@@ -240,7 +240,7 @@ def balanced_layers(num_layers: int, per_block_s: tuple[float, ...],
     return tuple(counts)
 
 
-def _memory_caps(
+def memory_caps(
     placement: tuple[int, ...], capacity: tuple[float, ...],
     even: tuple[TrainingMemory, ...], balanced: tuple[TrainingMemory, ...],
     layers: tuple[int, ...],
@@ -305,7 +305,7 @@ def hetero_pp(
     sized = [_on(g, layout.world_size) for g in groups]
     given = known or (None,) * len(groups)
     if len(set(placement)) > 1:
-        costs = [_rank_costs(e.stages if e else _stages(model, c, layout, workload, assumptions))
+        costs = [rank_costs(e.stages if e else _stages(model, c, layout, workload, assumptions))
                  for c, e in zip(sized, given, strict=True)]  # fmt: skip
         per_block = tuple(costs[g][0] for g in placement)
         extra = tuple(costs[g][1][r] for r, g in enumerate(placement))
@@ -366,7 +366,7 @@ def _refit(
     memories: list[TrainingMemory], per_block: tuple[float, ...], extra: tuple[float, ...],
 ) -> tuple[tuple[int, ...], Layout, list[TrainingMemory], list[TypeStep]] | None:  # fmt: skip
     """The balanced split again with each rank held to the blocks its GPU can hold
-    (``_memory_caps`` from the layout's own split and the balanced one), checked exactly:
+    (``memory_caps`` from the layout's own split and the balanced one), checked exactly:
     (layers, layout, memories, per-type shares), or None where no capped split differs or
     holds the blocks. One or two memory calls per type."""
     own = replace(layout, stage_layers=None)
@@ -374,7 +374,7 @@ def _refit(
                  for c, e in zip(sized, given, strict=True))  # fmt: skip
     assert layout.stage_layers is not None  # hetero_pp's balanced split
     capacity = tuple(float(g.gpu.memory_bytes) for g in groups)
-    caps = _memory_caps(placement, capacity, even, tuple(memories), layout.stage_layers)
+    caps = memory_caps(placement, capacity, even, tuple(memories), layout.stage_layers)
     if caps is None or sum(caps) < model.num_hidden_layers:
         return None
     layers = balanced_layers(model.num_hidden_layers, per_block, extra, caps)

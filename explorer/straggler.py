@@ -12,7 +12,8 @@ slow replica runs fewer micro-batches, in proportion to its speed: the straggler
 e.g. Harlap et al. 2016, "Addressing the straggler problem for iterative convergent parallel ML";
 gradients then weigh replicas by their tokens), the slow node moved to the pipeline stage where
 it costs least (the lightest: the ends hold a block fewer, Llama 3 sec. 3.3.2), and fewer layers
-on the slow stage (layers in proportion to speed, ``speed_balanced_layers``).
+on the slow stage (the ranks' cycles balanced, min-max, as a mixed pipeline balances its GPU
+types: ``explorer.hetero.balanced_layers``, held to the GPUs' memory where needed).
 Left out: a slow GPU's effect on the collectives it joins (their time is the link's; only
 their overlap windows grow with its compute).
 """
@@ -33,6 +34,7 @@ from explorer.estimate import (
     time_step,
 )
 from explorer.estimate.stages import StageTime
+from explorer.hetero import balanced_layers, memory_caps, rank_costs
 from explorer.specs import ClusterSpec, Layout, MeshAxis, ModelSpec, TrainingWorkload
 
 StragglerWhere = Literal["dp", "pp-stage", "link"]
@@ -163,26 +165,6 @@ def step_s(stages: tuple[StageTime, ...], layout: Layout, microbatches: int,
     return pipe.makespan_s + tail
 
 
-def speed_split(total: int, speeds: tuple[float, ...]) -> tuple[int, ...]:
-    """Integer shares of ``total`` work items, at least one each, that minimise the slowest
-    share / speed (one item at a time to whoever finishes it first: exact for min-max).
-
-    Source: greedy water-filling; optimal because each step takes the least possible maximum.
-    """
-    if total < len(speeds) or any(v <= 0 for v in speeds):
-        raise ValueError(f"need {len(speeds)} positive speeds and at least as many items")
-    counts = [1] * len(speeds)
-    for _ in range(total - len(speeds)):
-        best = min(range(len(speeds)), key=lambda i: (counts[i] + 1) / speeds[i])
-        counts[best] += 1
-    return tuple(counts)
-
-
-def speed_balanced_layers(num_layers: int, speeds: tuple[float, ...]) -> tuple[int, ...]:
-    """Layers per pipeline rank in proportion to its speed (min-max layers / speed)."""
-    return speed_split(num_layers, speeds)
-
-
 def uneven_batch(
     stages: tuple[StageTime, ...], layout: Layout, microbatches: int, straggler: Straggler,
     a: EstimateAssumptions,
@@ -251,23 +233,45 @@ def _fewer_layers(
     model: ModelSpec, cluster: ClusterSpec, est: Estimate, workload: TrainingWorkload,
     straggler: Straggler, a: EstimateAssumptions,
 ) -> Mitigation | None:  # fmt: skip
-    """Layers in proportion to speed, the slow rank taking fewer; None when the layout
-    cannot take an uneven split (DualPipe pairs model stages) or it does not fit."""
+    """Layers balanced over the ranks' cycles, the slow rank taking fewer: each rank's cycle
+    its blocks x the per-block time plus what it holds beside them (the embedding, the head),
+    the slow rank's all slowed, min-max (``explorer.hetero.balanced_layers`` on
+    ``rank_costs``, as a mixed pipeline balances its types); where that split does not fit,
+    each rank held to the blocks its GPU holds and balanced again (``memory_caps``, checked by
+    a fresh estimate). None when the layout cannot take an uneven split (DualPipe pairs model
+    stages) or no such split fits."""
     layout = est.layout
     if layout.schedule == "dualpipe" or straggler.where != "pp-stage":
         return None
-    speeds = tuple(1 / straggler.factor if r == straggler.stage else 1.0 for r in range(layout.pp))
-    layers = speed_balanced_layers(model.num_hidden_layers, speeds)
+    factor = tuple(straggler.factor if r == straggler.stage else 1.0 for r in range(layout.pp))
+    block_s, beside_s = rank_costs(est.stages)
+    per_block = tuple(block_s * f for f in factor)
+    extra = tuple(e * f for e, f in zip(beside_s, factor, strict=True))
+    layers = balanced_layers(model.num_hidden_layers, per_block, extra)
     moved = replace(layout, stage_layers=layers)
     try:
         other = estimate(model, cluster, moved, workload, a)
     except ValueError:
         return None
+    held = ""
     if not other.memory.fits:
-        return None
+        placement = (0,) * layout.pp
+        capacity = (float(cluster.gpu.memory_bytes),)
+        caps = memory_caps(placement, capacity, (est.memory,), (other.memory,), layers)
+        if caps is None or sum(caps) < model.num_hidden_layers:
+            return None
+        layers = balanced_layers(model.num_hidden_layers, per_block, extra, caps)
+        moved = replace(layout, stage_layers=layers)
+        try:
+            other = estimate(model, cluster, moved, workload, a)
+        except ValueError:
+            return None
+        if not other.memory.fits:
+            return None
+        held = ", held to the GPUs' memory"
     t = step_s(slowed_stages(other.stages, moved, straggler), moved, other.microbatches, a)
     counts = ",".join(map(str, layers))
-    return Mitigation(name="fewer-layers", step_s=t, detail=f"layers per rank {counts}",
+    return Mitigation(name="fewer-layers", step_s=t, detail=f"layers per rank {counts}{held}",
                       layout=moved)  # fmt: skip
 
 

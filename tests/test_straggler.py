@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -17,12 +18,11 @@ from explorer.straggler import (
     STRAGGLER_WHERE,
     Straggler,
     slowed_stages,
-    speed_balanced_layers,
-    speed_split,
     step_s,
     straggler_cost,
     uneven_batch,
 )
+from explorer.units import GiB
 
 EXACT = 1e-12
 
@@ -34,19 +34,6 @@ def _stage(index: int) -> StageTime:
         attention_forward_s=0.0, dense_efficiency=1.0,
     )  # fmt: skip
     return StageTime(stage=index, layers=(index,), compute=passes, collectives=(), optimizer_s=0.5)
-
-
-def test_speed_split_gives_the_half_speed_replica_its_share():
-    # 32 micro-batches over speeds 1, 1, 1, 0.5: an even split takes 8 / 0.5 = 16 units; the
-    # best integer split takes 10 (9 + 9 + 9 + 5 = 32 or 10 + 9 + 9 + 4: both 10).
-    counts = speed_split(32, (1.0, 1.0, 1.0, 0.5))
-    assert sum(counts) == 32
-    assert max(c / s for c, s in zip(counts, (1.0, 1.0, 1.0, 0.5), strict=True)) == 10
-
-
-def test_a_rank_at_half_speed_gets_half_the_layers():
-    # 80 layers, rank 3 at half speed: T = 23 gives 23 x 3 + 11 = 80, max(23, 11 / 0.5) = 23.
-    assert speed_balanced_layers(80, (1.0, 1.0, 1.0, 0.5)) == (23, 23, 23, 11)
 
 
 def test_a_slow_pipeline_stage_stretches_the_1f1b_steady_state():
@@ -100,6 +87,51 @@ def test_fewer_layers_on_a_slow_stage_beat_leaving_it_and_fit():
     layers = fewer.layout.stage_layers
     assert layers[1] == min(layers) and sum(layers) == MODEL.num_hidden_layers
     assert fewer.step_s < cost.step_s
+
+
+def _slowed_step(layers, straggler, cluster=CLUSTER):
+    moved = replace(LAYOUT, stage_layers=layers)
+    est = estimate(MODEL, cluster, moved, WORKLOAD)
+    return step_s(slowed_stages(est.stages, moved, straggler), moved, est.microbatches, A), est
+
+
+def test_fewer_layers_balance_the_ranks_cycles_not_their_layer_counts():
+    # Rank 1 50% slower, 80 layers on 4 ranks: layer counts in proportion to speed give
+    # 22, 14, 22, 22 (min-max layers / speed), which leaves the embedding and the head on ranks
+    # 0 and 3 on top of 22 blocks; balancing the cycles (blocks x per-block time + what a rank
+    # holds beside them) takes a block off the head's rank for the slow one, and is faster.
+    from explorer.hetero import balanced_layers, rank_costs
+
+    straggler = Straggler(slowdown=0.5, where="pp-stage", stage=1)
+    fewer = {m.name: m for m in straggler_cost(MODEL, CLUSTER, LAYOUT, WORKLOAD,
+                                               straggler).mitigations}["fewer-layers"]  # fmt: skip
+    assert fewer.layout is not None and fewer.layout.stage_layers is not None
+    est = estimate(MODEL, CLUSTER, LAYOUT, WORKLOAD)
+    block_s, beside_s = rank_costs(est.stages)
+    factor = (1.0, 1.5, 1.0, 1.0)
+    extra = tuple(e * f for e, f in zip(beside_s, factor, strict=True))
+    expected = balanced_layers(80, tuple(block_s * f for f in factor), extra)
+    assert fewer.layout.stage_layers == expected
+    proportional, _ = _slowed_step((22, 14, 22, 22), straggler)
+    assert fewer.step_s == pytest.approx(_slowed_step(expected, straggler)[0], rel=EXACT)
+    assert fewer.step_s < proportional
+
+
+def test_fewer_layers_that_do_not_fit_are_held_to_the_gpus_memory():
+    # 30 GiB GPUs: the cycle-balanced split overfills a fast rank; held to what each rank
+    # holds, the split is balanced again and fits, checked by its own estimate
+    straggler = Straggler(slowdown=0.5, where="pp-stage", stage=1)
+    small = replace(CLUSTER, gpu=replace(CLUSTER.gpu, memory_bytes=int(30 * GiB)))
+    fewer = {m.name: m for m in straggler_cost(MODEL, small, LAYOUT, WORKLOAD,
+                                               straggler).mitigations}["fewer-layers"]  # fmt: skip
+    assert fewer.detail.endswith("held to the GPUs' memory")
+    assert fewer.layout is not None and fewer.layout.stage_layers is not None
+    step, est = _slowed_step(fewer.layout.stage_layers, straggler, small)
+    assert est.memory.fits and fewer.step_s == pytest.approx(step, rel=EXACT)
+    roomy = {m.name: m for m in straggler_cost(MODEL, CLUSTER, LAYOUT, WORKLOAD,
+                                               straggler).mitigations}["fewer-layers"]  # fmt: skip
+    assert roomy.layout is not None and roomy.layout.stage_layers != fewer.layout.stage_layers
+    assert not _slowed_step(roomy.layout.stage_layers, straggler, small)[1].memory.fits
 
 
 def test_a_slow_link_on_the_tensor_parallel_axis_costs_more_than_on_data_parallel():
