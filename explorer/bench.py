@@ -1,7 +1,9 @@
 """Benchmarks of the core's speed: ``python -m explorer.bench [--repeat N] [--only NAME]``.
 
-Each case is timed with ``time.perf_counter``: the first run (cold: caches of the core's
-modules empty, as after a slider move to a new shape) and the best of N runs (warm). The
+Each case is timed with ``time.perf_counter``: the first run (cold: the core's module caches
+emptied before it, ``clear_core_caches``, as in a fresh process with the presets loaded,
+whatever earlier cases filled; as after a slider move to a new shape) and the best of N runs
+(warm). The
 presets the cases read are loaded before any is timed (``load_inputs``; they are cached per
 process, so only a first run would pay for parsing them): a search's first run times the
 search alone, as the app runs one on a model and cluster it has loaded already. The
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,8 +70,26 @@ class Timing:
         return self.layouts / self.best_s if self.layouts else 0.0
 
 
+def clear_core_caches() -> int:
+    """Empty the functools caches of the core's modules (``explorer.*``; the presets' loaders
+    and ``explorer.ui`` kept), so the next run is as cold as a fresh process's with its presets
+    loaded, whatever earlier cases filled; returns how many were emptied."""
+    emptied = 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("explorer.") or name.startswith(("explorer.ui", "explorer.presets")):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
+                emptied += 1
+    return emptied
+
+
 def timed(name: str, run: Callable[[], int], repeat: int) -> Timing:
-    """First and best-of-``repeat`` wall time of ``run`` (which returns layouts considered)."""
+    """First and best-of-``repeat`` wall time of ``run`` (which returns layouts considered);
+    the core's caches are emptied before the first (``clear_core_caches``)."""
+    clear_core_caches()
     times, cpu, layouts = [], [], 0
     for _ in range(max(repeat, 1)):
         start, start_cpu = time.perf_counter(), time.process_time()
