@@ -60,6 +60,10 @@ class TypeStep:
     """Whether that fits the GPU's memory."""
 
 
+HELD_TO_MEMORY = "held to each GPU's memory: the split by speed alone does not fit"
+"""How the estimate text and the report say ``HeteroStep.memory_held``."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeteroStep:
     """A synchronous step on a mixed cluster."""
@@ -271,6 +275,21 @@ def memory_caps(
     return tuple(caps)
 
 
+def held_layers(
+    placement: tuple[int, ...], capacity: tuple[float, ...],
+    even: tuple[TrainingMemory, ...], balanced: tuple[TrainingMemory, ...],
+    layers: tuple[int, ...], per_block_s: tuple[float, ...], extra_s: tuple[float, ...],
+) -> tuple[int, ...] | None:  # fmt: skip
+    """``balanced_layers`` again with each rank held to what its GPU holds (``memory_caps``
+    from the two splits' memory): the new split, or None where no capped split holds the
+    blocks or it is the same split (the caller checks the new one's memory exactly)."""
+    caps = memory_caps(placement, capacity, even, balanced, layers)
+    if caps is None or sum(caps) < sum(layers):
+        return None
+    held = balanced_layers(sum(layers), per_block_s, extra_s, caps)
+    return None if held == layers else held
+
+
 def hetero_pp(
     model: ModelSpec,
     groups: tuple[ClusterSpec, ...],
@@ -374,11 +393,9 @@ def _refit(
                  for c, e in zip(sized, given, strict=True))  # fmt: skip
     assert layout.stage_layers is not None  # hetero_pp's balanced split
     capacity = tuple(float(g.gpu.memory_bytes) for g in groups)
-    caps = memory_caps(placement, capacity, even, tuple(memories), layout.stage_layers)
-    if caps is None or sum(caps) < model.num_hidden_layers:
-        return None
-    layers = balanced_layers(model.num_hidden_layers, per_block, extra, caps)
-    if layers == layout.stage_layers:
+    layers = held_layers(placement, capacity, even, tuple(memories), layout.stage_layers,
+                         per_block, extra)  # fmt: skip
+    if layers is None:
         return None
     layout = replace(layout, stage_layers=layers)
     resolved = resolve_workload(layout, workload)

@@ -34,7 +34,7 @@ from explorer.estimate import (
     time_step,
 )
 from explorer.estimate.stages import StageTime
-from explorer.hetero import balanced_layers, memory_caps, rank_costs
+from explorer.hetero import balanced_layers, held_layers, rank_costs
 from explorer.specs import ClusterSpec, Layout, MeshAxis, ModelSpec, TrainingWorkload
 
 StragglerWhere = Literal["dp", "pp-stage", "link"]
@@ -237,7 +237,7 @@ def _fewer_layers(
     its blocks x the per-block time plus what it holds beside them (the embedding, the head),
     the slow rank's all slowed, min-max (``explorer.hetero.balanced_layers`` on
     ``rank_costs``, as a mixed pipeline balances its types); where that split does not fit,
-    each rank held to the blocks its GPU holds and balanced again (``memory_caps``, checked by
+    each rank held to the blocks its GPU holds and balanced again (``held_layers``, checked by
     a fresh estimate). None when the layout cannot take an uneven split (DualPipe pairs model
     stages) or no such split fits."""
     layout = est.layout
@@ -255,12 +255,12 @@ def _fewer_layers(
         return None
     held = ""
     if not other.memory.fits:
-        placement = (0,) * layout.pp
         capacity = (float(cluster.gpu.memory_bytes),)
-        caps = memory_caps(placement, capacity, (est.memory,), (other.memory,), layers)
-        if caps is None or sum(caps) < model.num_hidden_layers:
+        held_split = held_layers((0,) * layout.pp, capacity, (est.memory,), (other.memory,),
+                                 layers, per_block, extra)  # fmt: skip
+        if held_split is None:
             return None
-        layers = balanced_layers(model.num_hidden_layers, per_block, extra, caps)
+        layers = held_split
         moved = replace(layout, stage_layers=layers)
         try:
             other = estimate(model, cluster, moved, workload, a)

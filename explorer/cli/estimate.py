@@ -38,7 +38,7 @@ from explorer.cli.importing import (
 )
 from explorer.cli.measured_args import add_measured, measured_from, measured_lines
 from explorer.estimate import EstimateAssumptions, estimate, estimate_dict
-from explorer.hetero import hetero_dict, hetero_dp, hetero_pp, parse_groups
+from explorer.hetero import HELD_TO_MEMORY, hetero_dict, hetero_dp, hetero_pp, parse_groups
 from explorer.memory import (
     DEFAULT_TRAINING_ASSUMPTIONS,
     ActivationRecipe,
@@ -326,7 +326,7 @@ def _mixed_lines(found: dict | None) -> list[str]:
         return []
     layers = f", layers per rank {found['stage_layers']}" if found["stage_layers"] else ""
     if found.get("memory_held"):
-        layers += " (held to each GPU's memory: the split by speed alone does not fit)"
+        layers += f" ({HELD_TO_MEMORY})"
     lines = [
         f"  mixed cluster ({found['mode']}, {found['split']}): step "
         f"{found['step_time_s']:.3f} s{layers}" + ("" if found["fits"] else " (does NOT fit)")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.hetero import hetero_dict
+from explorer.hetero import HELD_TO_MEMORY, hetero_dict
 from explorer.hetero_search import mixed_step
 from explorer.report.tables import Section, Table
 from explorer.report.training import TrainingCase
@@ -54,8 +54,7 @@ def hetero_parts(
                    f"{'evenly' if split == 'even' else 'in proportion to speed'}"
                    if mode == "dp" else "its pipeline ranks on the types in the groups' order "
                    f"(layers per rank {','.join(map(str, step.stage_layers or ()))}"
-                   + (", held to each GPU's memory: the split by speed alone does not fit)"
-                      if step.memory_held else ")"))  # fmt: skip
+                   + (f", {HELD_TO_MEMORY})" if step.memory_held else ")"))  # fmt: skip
             text = (
                 f"On the mixed cluster {kinds}, {how}, the step takes {step.step_s:.3f} s, "
                 f"against {today:.3f} s on the cluster above; "
