@@ -36,6 +36,7 @@ replica (TP x PP x CP GPUs) lies inside one group, so dp = 1 layouts across type
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable
@@ -44,15 +45,18 @@ from functools import reduce
 from typing import Literal
 
 from explorer.estimate import DEFAULT_ESTIMATE_ASSUMPTIONS, Estimate, EstimateAssumptions
+from explorer.estimate.stages import StageTime
 from explorer.hetero import BatchSplit, HeteroStep, _on, hetero_dp, hetero_pp
 from explorer.limits import MAX_GPUS
 from explorer.mesh import SearchSpace
 from explorer.search.core import resumable_search
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.straggler import (
+    FLOOR_MARGIN,
     Straggler,
     StragglerCost,
     slowed_stages,
+    step_floor_s,
     step_s,
     straggler_cost,
 )
@@ -575,17 +579,35 @@ def straggler_search(
     rank = _resumable(model, cluster, workload, gpus, space or SearchSpace(), assumptions)
     while True:
         estimates, evaluated = rank(k)
-        rows: list[StragglerRow] = []
         rejected: list[tuple[Layout, str]] = []
-        for e in estimates:
+        floors: list[tuple[float, int, Estimate, tuple[StageTime, ...]]] = []
+        for i, e in enumerate(estimates):
             if straggler.where != "dp" and straggler.stage >= e.layout.pp:
                 rejected.append((e.layout, f"the straggler's stage {straggler.stage} is outside "
                                            f"its {e.layout.pp} pipeline ranks"))  # fmt: skip
                 continue
-            slow = step_s(slowed_stages(e.stages, e.layout, straggler), e.layout,
-                          e.microbatches, assumptions)  # fmt: skip
-            rows.append(StragglerRow(layout=e.layout, baseline_step_s=e.step_time_s, step_s=slow))
-        rows.sort(key=lambda r: r.step_s)
+            slowed = slowed_stages(e.stages, e.layout, straggler)
+            # A straggler only lengthens a step (every duration at least as long; the step is
+            # max-plus in them), so its step is at least the baseline and the busiest rank's
+            # compute (``step_floor_s``). Taken lowest floor first, once a floor exceeds the
+            # ranked-th slowed step so far no later layout enters the top, and its step is not
+            # simulated (``FLOOR_MARGIN`` covers rounding).
+            floor = max(e.step_time_s * (1 - FLOOR_MARGIN),
+                        step_floor_s(slowed, e.layout, e.microbatches))  # fmt: skip
+            floors.append((floor, i, e, slowed))
+        floors.sort(key=lambda f: (f[0], f[1]))
+        timed: list[tuple[float, int, StragglerRow]] = []
+        slowest: list[float] = []  # max-heap (negated) of the ``ranked`` fastest slowed steps
+        for floor, i, e, slowed in floors:
+            if len(slowest) == ranked and floor > -slowest[0]:
+                break
+            slow = step_s(slowed, e.layout, e.microbatches, assumptions)
+            row = StragglerRow(layout=e.layout, baseline_step_s=e.step_time_s, step_s=slow)
+            timed.append((slow, i, row))
+            heapq.heappush(slowest, -slow)
+            if len(slowest) > ranked:
+                heapq.heappop(slowest)
+        rows = [row for _, _, row in sorted(timed, key=lambda t: (t[0], t[1]))]
         bound = _last(estimates, k)
         certain = (len(rows) >= ranked and rows[ranked - 1].step_s <= bound) or bound == math.inf
         if certain or k >= MAX_K // 2:

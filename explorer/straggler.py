@@ -33,7 +33,8 @@ from explorer.estimate import (
     estimate,
     time_step,
 )
-from explorer.estimate.stages import StageTime
+from explorer.estimate.pipeline import cycles_s
+from explorer.estimate.stages import StageTime, schedule_times, step_tails_s
 from explorer.hetero import balanced_layers, held_layers, rank_costs
 from explorer.specs import ClusterSpec, Layout, MeshAxis, ModelSpec, TrainingWorkload
 
@@ -163,6 +164,26 @@ def step_s(stages: tuple[StageTime, ...], layout: Layout, microbatches: int,
     """Pipelined part plus slowest tail of one replica with these part times, s."""
     pipe, tail = time_step(stages, layout, microbatches, assumptions.pipeline_model)
     return pipe.makespan_s + tail
+
+
+FLOOR_MARGIN = 1e-9
+"""Share taken off ``step_floor_s``: M durations summed in another order round differently
+(and the periodic extrapolation is exact within 2^-45 of the makespan per iteration)."""
+
+
+def step_floor_s(stages: tuple[StageTime, ...], layout: Layout, microbatches: int) -> float:
+    """At most ``step_s`` of these part times, without simulating: a pipeline rank runs its
+    actions one at a time, so the pipelined part lasts at least the busiest rank's compute,
+    M cycles (F + B + W) of its part (DualPipe: M/2 of each of its two model stages), and the
+    slowest tail follows it. Every micro-batch runs every (rank, chunk) of its route once and
+    a chunk takes 1/V of its part (``explorer.schedules.times.StageTimes``)."""
+    cycles = cycles_s(schedule_times(stages))
+    if layout.schedule == "dualpipe" and layout.pp > 1:
+        p = len(cycles)
+        busy = max(microbatches / 2 * (cycles[r] + cycles[p - 1 - r]) for r in range(p))
+    else:
+        busy = microbatches * max(cycles)
+    return (busy + max(step_tails_s(stages, layout))) * (1 - FLOOR_MARGIN)
 
 
 def uneven_batch(

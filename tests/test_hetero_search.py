@@ -98,6 +98,24 @@ def test_a_slow_replica_slows_every_ranked_step_and_the_top_gets_a_mitigation():
         assert slow.top.mitigations and slow.top.mitigations[0].name == "uneven-batch"
 
 
+def test_a_slow_stage_ranks_as_timing_every_layout_would_and_skips_what_cannot_enter(monkeypatch):
+    import explorer.hetero_search as hs
+    from explorer.straggler import slowed_stages, step_s
+
+    space = SearchSpace(schedules=("1f1b", "zb-h1", "dualpipe"), zero_stages=(1,),
+                        recomputes=("full",), micro_batch_sizes=(1,))  # fmt: skip
+    cluster, straggler = load_cluster("hgx-h100", 4), Straggler(slowdown=0.3, where="pp-stage")
+    timed = []
+    monkeypatch.setattr(hs, "step_s", lambda *a: timed.append(a) or step_s(*a))
+    slow = straggler_search(MODEL, cluster, WORKLOAD, straggler, space=space, ranked=4)
+    every = search(MODEL, cluster, WORKLOAD, space=space, ranked=slow.searched).estimates
+    steps = [(step_s(slowed_stages(e.stages, e.layout, straggler), e.layout, e.microbatches,
+                     hs.DEFAULT_ESTIMATE_ASSUMPTIONS), e.layout) for e in every]  # fmt: skip
+    steps.sort(key=lambda t: t[0])  # stable: the search's order among equal steps
+    assert [(r.step_s, r.layout) for r in slow.rows] == steps[:4]
+    assert len(timed) < len(every)  # layouts whose floor is above the 4th step: not timed
+
+
 def test_a_pipeline_across_types_gives_the_faster_type_more_layers_and_is_hetero_pp():
     found = pipeline_search(MODEL, (H100, A100), WORKLOAD, space=SPACE, ranked=2)
     assert found.mode == "pp" and not found.certain and found.rows

@@ -15,9 +15,11 @@ from explorer.estimate.stages import StageTime
 from explorer.presets import load_cluster, load_model
 from explorer.specs import Layout, TrainingWorkload
 from explorer.straggler import (
+    FLOOR_MARGIN,
     STRAGGLER_WHERE,
     Straggler,
     slowed_stages,
+    step_floor_s,
     step_s,
     straggler_cost,
     uneven_batch,
@@ -44,6 +46,46 @@ def test_a_slow_pipeline_stage_stretches_the_1f1b_steady_state():
     slow = slowed_stages(stages, layout, Straggler(slowdown=0.5, where="pp-stage", stage=2))
     assert step_s(stages, layout, 8, A) == pytest.approx(33.5, rel=EXACT)
     assert step_s(slow, layout, 8, A) == pytest.approx(45.75, rel=EXACT)
+
+
+def _varied(index: int, scale: float) -> StageTime:
+    """``_stage`` with F, B and W scaled apart per stage (unequal stages)."""
+    s = _stage(index)
+    passes = replace(s.compute, forward_s=scale, backward_input_s=1.5 * scale, weight_s=0.7 * scale)
+    return replace(s, compute=passes, optimizer_s=0.1 * index)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "virtual", "microbatches"),
+    [("1f1b", 1, 8), ("interleaved", 2, 8), ("zb-h1", 1, 12), ("dualpipe", 1, 16),
+     ("zb-v", 1, 16), ("dualpipev", 1, 16)],
+)  # fmt: skip
+def test_the_step_floor_is_the_busiest_ranks_compute_and_never_above_the_step(
+    schedule, virtual, microbatches
+):
+    # The floor lets the straggler search skip simulating layouts that cannot enter its top.
+    layout = Layout(pp=4, schedule=schedule, virtual_stages=virtual)
+    stages = tuple(_varied(i, 1.0 + 0.3 * i) for i in range(4))
+    for slow in (0.0, 0.5, 2.0):
+        for rank in range(4):
+            straggler = Straggler(slowdown=slow, where="pp-stage", stage=rank)
+            slowed = slowed_stages(stages, layout, straggler)
+            floor = step_floor_s(slowed, layout, microbatches)
+            assert floor <= step_s(slowed, layout, microbatches, A)
+
+
+def test_the_step_floor_of_a_slow_stage_hand_worked():
+    # 1F1B, P = 4, M = 8, F = B = W = 1 s, stage 2 50% slower: its 8 cycles of 4.5 s, then
+    # its tail 0.75 s: 36.75 s (the step is 45.75 s, the test above), less the margin.
+    even, flat = tuple(_stage(i) for i in range(4)), Layout(pp=4)
+    slow2 = slowed_stages(even, flat, Straggler(slowdown=0.5, where="pp-stage", stage=2))
+    assert step_floor_s(slow2, flat, 8) == pytest.approx(36.75 * (1 - FLOOR_MARGIN), rel=EXACT)
+    # DualPipe, P = 4, M = 8: rank 2 holds model stages 2 and 1, so both run slow; ranks 1
+    # and 2 run both, 4 micro-batches each way: 4 x (4.5 + 4.5) = 36 s, and both parts'
+    # tails, 0.75 + 0.75 s.
+    dual = Layout(pp=4, schedule="dualpipe")
+    slowed = slowed_stages(even, dual, Straggler(slowdown=0.5, where="pp-stage", stage=2))
+    assert step_floor_s(slowed, dual, 8) == pytest.approx(37.5 * (1 - FLOOR_MARGIN), rel=EXACT)
 
 
 def test_an_uneven_batch_lets_the_slow_replica_run_fewer_microbatches():
