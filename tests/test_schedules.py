@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -563,14 +564,47 @@ def test_a_second_sweep_replays_the_first_sweeps_order_to_the_same_times(name):
                        weight_s=(1.0, 0.5, 1.0, 2.0))  # fmt: skip
     second = StageTimes(forward_s=(3.0, 0.5, 1.0, 2.0), backward_s=(1.0, 1.0, 6.0, 2.0),
                         weight_s=(0.5, 2.0, 0.25, 1.0))  # fmt: skip
+
+    def same(a, b):
+        return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
     shared = fresh()
-    assert sweep(shared, first) == sweep(fresh(), first) and len(shared.runs) == 1
+    assert same(sweep(shared, first), sweep(fresh(), first)) and len(shared.runs) == 1
     replayed = sweep(shared, second)
-    assert replayed == sweep(fresh(), second)
-    assert replayed != sweep(fresh(), first)  # the times differ, so the replay used its own
+    assert same(replayed, sweep(fresh(), second))
+    assert not same(replayed, sweep(fresh(), first))  # the times differ: the replay used its own
     with_p2p = StageTimes(forward_s=second.forward_s, backward_s=second.backward_s,
                           weight_s=second.weight_s, p2p_s=0.5)  # fmt: skip
-    assert sweep(shared, with_p2p) == sweep(fresh(), with_p2p)  # p2p: checked, not replayed
+    assert same(sweep(shared, with_p2p), sweep(fresh(), with_p2p))  # p2p: checked, not replayed
+
+
+@pytest.mark.parametrize("name", ["1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", "dualpipev"])
+@pytest.mark.parametrize("width", [None, 1])
+def test_a_replay_by_waves_gives_the_first_sweeps_times_to_the_last_bit(name, width, monkeypatch):
+    # explorer.schedules.engine: a later sweep times a wave of independent actions per array
+    # operation where waves are wide (P 32 here; width 1 forces waves at any size).
+    from explorer.schedules import engine
+    from explorer.schedules.builders import route_for, stage_orders
+
+    p, m, v = 32, 96, 2 if name == "interleaved" else 1
+    if width is not None:
+        monkeypatch.setattr(engine, "WAVE_WIDTH", width)
+
+    def fresh():
+        orders, pairs = stage_orders(name, p, m, v)
+        return engine.compile_orders(route_for(name, p, v), orders, pairs, m)
+
+    def times(seed):
+        rng = np.random.default_rng(seed)
+        f, b, w = (tuple(rng.uniform(0.5, 3.0, p).tolist()) for _ in range(3))
+        return StageTimes(forward_s=f, backward_s=b, weight_s=w)
+
+    shared = fresh()
+    engine.sweep(shared, times(0))
+    for seed in (1, 2):
+        replayed, first = engine.sweep(shared, times(seed)), engine.sweep(fresh(), times(seed))
+        assert all(np.array_equal(a, b) for a, b in zip(replayed, first, strict=True))
+    assert shared.waves[0] is not None  # each schedule's waves at P 32 are wide enough
 
 
 def test_a_schedule_whose_stages_wait_on_each_other_is_a_deadlock():

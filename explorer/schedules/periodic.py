@@ -196,9 +196,8 @@ def _full(
 ) -> tuple[Compiled, np.ndarray, np.ndarray]:
     """The compiled step, every end (s) and the busy time per stage (s), simulated in full."""
     compiled = compile_named(name, stages, microbatches, virtual)
-    starts, ends = sweep(compiled, times)
-    end = np.array(ends, dtype=float)
-    busy = np.bincount(compiled.stage, weights=end - np.array(starts), minlength=stages)
+    starts, end = sweep(compiled, times)
+    busy = np.bincount(compiled.stage, weights=end - starts, minlength=stages)
     return compiled, end, busy
 
 
