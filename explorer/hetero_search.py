@@ -23,9 +23,16 @@ re-ranked top is exact:
   search is one ``explorer.search.core.resumable_search``: asked for more, it goes on from
   its last K (its first K are ``search(..., ranked=K)``'s), so a longer K costs only the
   layouts beyond.
-- a straggler (``explorer.straggler``): its step with the slow part in place is at least the
-  step at speed (every slowed time is scaled by 1 + slowdown >= 1), so the same certificate
-  holds against the search's own K-th step; at 0% the ranking is today's.
+- a straggler (``explorer.straggler``): its step with the slow part in place is taken as at
+  least the step at speed (every slowed compute second is scaled by 1 + slowdown >= 1), so
+  the same certificate holds against the search's own K-th step; at 0% the ranking is
+  today's. Not exact: a slower rank hides more of its per-step collectives behind its longer
+  passes, and the step adds the slowest rank's tail to the makespan, so a slow rank that held
+  the longest tail can shorten the step (Llama 3.1 405B on 2,048 H100s, rank 0 50% slower,
+  ZB-H1 at P 64: 39.9627 -> 39.9559 s; at most 0.0171% below the step at speed over the 1,065
+  layout and straggler pairs checked on 2026-12-04). Within the K ranked, the straggler's
+  own floor (``explorer.straggler.step_floor_s``) decides which are timed, which holds
+  whatever the tails do.
 
 Named assumptions: every GPU type must hold the even split's micro-batches (a speed split gives
 the slower type fewer, so this is the stricter check); groups of one GPU type and links are one
@@ -52,7 +59,6 @@ from explorer.mesh import SearchSpace
 from explorer.search.core import resumable_search
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.straggler import (
-    FLOOR_MARGIN,
     Straggler,
     StragglerCost,
     slowed_stages,
@@ -587,14 +593,12 @@ def straggler_search(
                                            f"its {e.layout.pp} pipeline ranks"))  # fmt: skip
                 continue
             slowed = slowed_stages(e.stages, e.layout, straggler)
-            # A straggler only lengthens a step (every duration at least as long; the step is
-            # max-plus in them), so its step is at least the baseline and the busiest rank's
-            # compute (``step_floor_s``). Taken lowest floor first, once a floor exceeds the
-            # ranked-th slowed step so far no later layout enters the top, and its step is not
-            # simulated (``FLOOR_MARGIN`` covers rounding).
-            floor = max(e.step_time_s * (1 - FLOOR_MARGIN),
-                        step_floor_s(slowed, e.layout, e.microbatches))  # fmt: skip
-            floors.append((floor, i, e, slowed))
+            # The slowed step is at least the busiest rank's compute plus the slowest tail
+            # (``step_floor_s``, from the slowed times themselves). Taken lowest floor first,
+            # once a floor exceeds the ranked-th slowed step so far no later layout enters the
+            # top, and its step is not simulated. (Not the baseline: a slower rank may hide
+            # more of its per-step collectives, so its tail, and the step, can shrink.)
+            floors.append((step_floor_s(slowed, e.layout, e.microbatches), i, e, slowed))
         floors.sort(key=lambda f: (f[0], f[1]))
         timed: list[tuple[float, int, StragglerRow]] = []
         slowest: list[float] = []  # max-heap (negated) of the ``ranked`` fastest slowed steps
