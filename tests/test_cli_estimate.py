@@ -102,3 +102,16 @@ def test_bad_input_exits_2_with_one_sentence(
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag", ["--gpus", "--gpus-per", "--inter-node"])
+def test_an_abbreviated_option_is_a_sentence_not_another_option(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse would read --gpus as --gpus-per-node (one 16-GPU node where `search --gpus`
+    # means 16 GPUs in all) and --inter-node as --inter-node-GBps: both refused, exit 2.
+    with pytest.raises(SystemExit) as stopped:
+        main([*LLAMA_70B, flag, "16"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"python -m explorer: unrecognized arguments: {flag} 16.\n"

@@ -15,7 +15,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pydantic
 
@@ -40,6 +40,14 @@ class UserError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse without abbreviated long options: ``estimate --gpus 16`` would otherwise be
+    read, silently, as ``--gpus-per-node 16`` (one 16-GPU node), where ``search --gpus`` means
+    16 GPUs in all. A mistyped or foreign option is one sentence, exit 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         _fail(f"{self.prog}: {message}")
 
