@@ -605,6 +605,7 @@ def test_a_replay_by_waves_gives_the_first_sweeps_times_to_the_last_bit(name, wi
         replayed, first = engine.sweep(shared, times(seed)), engine.sweep(fresh(), times(seed))
         assert all(np.array_equal(a, b) for a, b in zip(replayed, first, strict=True))
     assert shared.waves[0] is not None  # each schedule's waves at P 32 are wide enough
+    assert not shared.levels  # read once, then freed
 
 
 def test_a_schedule_whose_stages_wait_on_each_other_is_a_deadlock():

@@ -95,8 +95,9 @@ class Compiled:
     which inputs are there, not on the durations, so later sweeps replay it without checking
     inputs. (Threads that sweep at once may each append one; every entry is the same.)"""
     levels: list[list[int]] = field(default_factory=list)
-    """Empty, or (filled by the first ``sweep``) one entry: each position's wave, 1 + the
-    latest wave of what it waits for (its input, its pair's, the stage's previous action)."""
+    """Empty, or (filled by the first ``sweep``, emptied once ``waves`` is made) one entry:
+    each position's wave, 1 + the latest wave of what it waits for (its input, its pair's,
+    the stage's previous action)."""
     waves: list[Waves | None] = field(default_factory=list)
     """Empty, or (made on the first replay) one entry: the waves, None where too narrow to
     pay (``WAVE_WIDTH``)."""
@@ -253,26 +254,31 @@ def sweep(compiled: Compiled, times: StageTimes) -> tuple[np.ndarray, np.ndarray
 
 
 def _waves(compiled: Compiled) -> Waves | None:
-    """The compiled schedule's waves (made once, from the first sweep's), or None where they
-    average fewer than ``WAVE_WIDTH`` actions."""
-    if not compiled.waves:
-        levels = np.array(compiled.levels[0][:-1], dtype=np.int64)
-        n = len(levels)
-        if n < WAVE_WIDTH * int(levels.max(initial=1)):
-            compiled.waves.append(None)
-        else:
-            order = np.argsort(levels, kind="stable")
-            cuts = np.flatnonzero(np.diff(levels[order])) + 1
-            index = np.empty(n + 1, dtype=np.int64)  # position -> wave-ordered index; -1 -> n
-            index[order], index[n] = np.arange(n), n
-            previous = np.arange(n) - 1
-            previous[list(compiled.offsets[:-1])] = -1  # a stage's first action follows none
-            waits = [index[np.array(compiled.deps)[order]], index[previous[order]]]
-            pairs = np.array(compiled.pair_deps)
-            if np.any(pairs >= 0):
-                waits.append(index[pairs[order]])
-            bounds = (0, *cuts.tolist(), n)
-            compiled.waves.append(Waves(order, bounds, tuple(waits)))
+    """The compiled schedule's waves (made once, from the first sweep's levels, which are
+    then freed), or None where they average fewer than ``WAVE_WIDTH`` actions."""
+    if compiled.waves:
+        return compiled.waves[0]
+    try:
+        found = compiled.levels[0]
+    except IndexError:  # another thread (an app session) made the waves and freed the levels
+        return compiled.waves[0]
+    levels = np.array(found[:-1], dtype=np.int64)
+    n = len(levels)
+    made = None
+    if n >= WAVE_WIDTH * int(levels.max(initial=1)):
+        order = np.argsort(levels, kind="stable")
+        cuts = np.flatnonzero(np.diff(levels[order])) + 1
+        index = np.empty(n + 1, dtype=np.int64)  # position -> wave-ordered index; -1 -> n
+        index[order], index[n] = np.arange(n), n
+        previous = np.arange(n) - 1
+        previous[list(compiled.offsets[:-1])] = -1  # a stage's first action follows none
+        waits = [index[np.array(compiled.deps)[order]], index[previous[order]]]
+        pairs = np.array(compiled.pair_deps)
+        if np.any(pairs >= 0):
+            waits.append(index[pairs[order]])
+        made = Waves(order, (0, *cuts.tolist(), n), tuple(waits))
+    compiled.waves.append(made)  # before the levels go: a thread that finds none finds this
+    compiled.levels.clear()  # read once: a long schedule's list is tens of MB
     return compiled.waves[0]
 
 
