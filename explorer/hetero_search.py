@@ -24,15 +24,13 @@ re-ranked top is exact:
   its last K (its first K are ``search(..., ranked=K)``'s), so a longer K costs only the
   layouts beyond.
 - a straggler (``explorer.straggler``): its step with the slow part in place is taken as at
-  least the step at speed (every slowed compute second is scaled by 1 + slowdown >= 1), so
-  the same certificate holds against the search's own K-th step; at 0% the ranking is
-  today's. Not exact: a slower rank hides more of its per-step collectives behind its longer
-  passes, and the step adds the slowest rank's tail to the makespan, so a slow rank that held
-  the longest tail can shorten the step (Llama 3.1 405B on 2,048 H100s, rank 0 50% slower,
-  ZB-H1 at P 64: 39.9627 -> 39.9559 s; at most 0.0171% below the step at speed over the 1,065
-  layout and straggler pairs checked on 2026-12-04). Within the K ranked, the straggler's
-  own floor (``explorer.straggler.step_floor_s``) decides which are timed, which holds
-  whatever the tails do.
+  least the step at speed (every slowed compute second is scaled by 1 + slowdown >= 1, and a
+  per-step collective stays exposed at least as at speed: ``explorer.straggler._at_least``;
+  without that a slow rank that held the longest tail shortened the step, by up to 0.0171% on
+  the 1,065 layout and straggler pairs checked on 2026-12-04, none with it), so the same
+  certificate holds against the search's own K-th step; at 0% the ranking is today's. Within
+  the K ranked, the straggler's own floor (``explorer.straggler.step_floor_s``) decides which
+  are timed.
 
 Named assumptions: every GPU type must hold the even split's micro-batches (a speed split gives
 the slower type fewer, so this is the stricter check); groups of one GPU type and links are one
@@ -596,8 +594,7 @@ def straggler_search(
             # The slowed step is at least the busiest rank's compute plus the slowest tail
             # (``step_floor_s``, from the slowed times themselves). Taken lowest floor first,
             # once a floor exceeds the ranked-th slowed step so far no later layout enters the
-            # top, and its step is not simulated. (Not the baseline: a slower rank may hide
-            # more of its per-step collectives, so its tail, and the step, can shrink.)
+            # top, and its step is not simulated.
             floors.append((step_floor_s(slowed, e.layout, e.microbatches), i, e, slowed))
         floors.sort(key=lambda f: (f[0], f[1]))
         timed: list[tuple[float, int, StragglerRow]] = []

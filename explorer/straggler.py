@@ -15,7 +15,9 @@ it costs least (the lightest: the ends hold a block fewer, Llama 3 sec. 3.3.2), 
 on the slow stage (the ranks' cycles balanced, min-max, as a mixed pipeline balances its GPU
 types: ``explorer.hetero.balanced_layers``, held to the GPUs' memory where needed).
 Left out: a slow GPU's effect on the collectives it joins (their time is the link's; only
-their overlap windows grow with its compute).
+their overlap windows grow with its compute, and a per-step collective stays exposed at least
+as at speed: the step adds the slowest tail after the whole pipeline, so a tail shortened by
+the slow rank's longer passes would shorten the step while that rank in fact ends later).
 """
 
 from __future__ import annotations
@@ -119,15 +121,28 @@ def retimed(collective: Collective, time_s: float, passes: PassTimes) -> Collect
     return replace(moved, hidden_s=time_s - moved.exposed_for(passes))
 
 
+def _at_least(slowed: Collective, at_speed: Collective) -> Collective:
+    """A per-step collective (gradient reduction, parameter gathers once a step) exposed no
+    less than at speed: its calls start as the slow GPU's longer passes make the gradients, so
+    what they hide more is time the rank spends computing anyway, and the rank ends no earlier.
+    The step adds the slowest tail after the whole pipeline's end, so re-timed alone a shorter
+    tail would shorten the step (a slow rank 0 of Llama 3.1 405B, ZB-H1 at P 64: 39.9627 ->
+    39.9559 s, 2026-12-04), and the search's certificate takes slowed >= at speed."""
+    if at_speed.phase != "step" or slowed.exposed_s >= at_speed.exposed_s:
+        return slowed
+    return replace(slowed, hidden_s=slowed.time_s - at_speed.exposed_s)
+
+
 def slowed_stage(stage: StageTime, compute_factor: float = 1.0, link_factor: float = 1.0,
                  axis: MeshAxis | None = None) -> StageTime:  # fmt: skip
     """``stage`` on GPUs ``compute_factor`` slower (compute and optimizer step) and with the
-    collectives on ``axis`` ``link_factor`` slower; exposure re-timed."""
+    collectives on ``axis`` ``link_factor`` slower; exposure re-timed, but a per-step
+    collective exposed no less than at speed (``_at_least``)."""
     if compute_factor == 1.0 and link_factor == 1.0:
         return stage
     passes = slowed_passes(stage.compute, compute_factor)
     collectives = tuple(
-        retimed(c, c.time_s * (link_factor if c.axis == axis else 1.0), passes)
+        _at_least(retimed(c, c.time_s * (link_factor if c.axis == axis else 1.0), passes), c)
         for c in stage.collectives
     )
     return replace(

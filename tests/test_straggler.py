@@ -88,6 +88,26 @@ def test_the_step_floor_of_a_slow_stage_hand_worked():
     assert step_floor_s(slowed, dual, 8) == pytest.approx(37.5 * (1 - FLOOR_MARGIN), rel=EXACT)
 
 
+def test_a_slow_rank_hides_no_more_of_its_per_step_collectives_than_at_speed():
+    # A 1 s gradient reduce-scatter once a step, hidden behind a quarter of one backward
+    # (B + W = 2 s): 0.5 s exposed. On a GPU 50% slower the backward is 3 s, so re-timed alone
+    # it would hide 0.75 s and expose 0.25 s, shortening the tail the step adds after the
+    # pipeline; the slow rank's passes end later too, so it stays exposed as at speed.
+    from explorer.comm.step import BACKWARD, Collective
+    from explorer.straggler import retimed, slowed_passes
+
+    reduce = Collective(axis="dp", kind="reduce-scatter", what="gradients", phase="step",
+                        size_bytes=1.0, count=1.0, time_s=1.0, hidden_s=0.5, share=0.25,
+                        window=BACKWARD)  # fmt: skip
+    stage = replace(_stage(0), collectives=(reduce,), optimizer_s=0.1)
+    assert stage.step_comm_s == pytest.approx(0.5, rel=EXACT)
+    alone = retimed(reduce, 1.0, slowed_passes(stage.compute, 1.5))
+    assert alone.exposed_s == pytest.approx(0.25, rel=EXACT)
+    slow = slowed_stages((stage,), Layout(), Straggler(slowdown=0.5))[0]
+    assert slow.step_comm_s == pytest.approx(0.5, rel=EXACT)
+    assert slow.optimizer_s == pytest.approx(0.15, rel=EXACT)  # the step's own compute: x 1.5
+
+
 def test_an_uneven_batch_lets_the_slow_replica_run_fewer_microbatches():
     # DP 4, M = 8 each (32 in all), no pipeline, C = 3 s; one replica twice as slow: 8 x 6 + 1
     # = 49 s. k micro-batches on it, ceil((32 - k) / 3) on the others: k = 4 gives
