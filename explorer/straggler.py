@@ -35,8 +35,7 @@ from explorer.estimate import (
     estimate,
     time_step,
 )
-from explorer.estimate.pipeline import cycles_s
-from explorer.estimate.stages import StageTime, schedule_times, step_tails_s
+from explorer.estimate.stages import StageTime, step_tails_s
 from explorer.hetero import balanced_layers, held_layers, rank_costs
 from explorer.specs import ClusterSpec, Layout, MeshAxis, ModelSpec, TrainingWorkload
 
@@ -191,8 +190,9 @@ def step_floor_s(stages: tuple[StageTime, ...], layout: Layout, microbatches: in
     actions one at a time, so the pipelined part lasts at least the busiest rank's compute,
     M cycles (F + B + W) of its part (DualPipe: M/2 of each of its two model stages), and the
     slowest tail follows it. Every micro-batch runs every (rank, chunk) of its route once and
-    a chunk takes 1/V of its part (``explorer.schedules.times.StageTimes``)."""
-    cycles = cycles_s(schedule_times(stages))
+    a chunk takes 1/V of its part (``explorer.schedules.times.StageTimes``); a part's cycle is
+    ``StageTime.cycle_s``, what the simulator is given."""
+    cycles = [s.cycle_s for s in stages]
     if layout.schedule == "dualpipe" and layout.pp > 1:
         p = len(cycles)
         busy = max(microbatches / 2 * (cycles[r] + cycles[p - 1 - r]) for r in range(p))
