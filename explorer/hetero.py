@@ -36,6 +36,7 @@ from explorer.estimate import (
 )
 from explorer.estimate.stages import StageTime, stage_context, stage_times
 from explorer.memory.training import TrainingMemory, microbatch_count, training_memory
+from explorer.schedules.builders import microbatch_grid
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.workload import ResolvedWorkload, resolve_workload
 
@@ -147,18 +148,35 @@ def _speed_counts(
 ) -> tuple[int, ...]:  # fmt: skip
     """Most micro-batches on one replica of each type: the ``total`` over all replicas split in
     proportion to each type's speed, micro-batches per second of one replica at the even count
-    (m / its even step), as integers with the least slowest count / speed (min-max
-    water-filling); a type's replicas differ by at most one. Two pipeline timings per type."""
+    (m / its even step), as counts the schedule runs (``microbatch_grid``: DualPipe an even
+    count of at least 2P, DualPipeV at least 2P) with the least slowest count / speed (min-max
+    water-filling in steps of the grid, from each type's least count); a type's replicas
+    differ by at most one step. Two pipeline timings per type. Any count so held takes at
+    least the fractional split's time, so the mixed search's bound (a lower bound) stands."""
+    least, step = microbatch_grid(layout.schedule, layout.pp, layout.virtual_stages)
+    spare, rest = divmod(total - least * sum(replicas), step)
+    if spare < 0 or rest:  # the even count is off the grid: ``_step`` says why
+        least, step, spare = 1, 1, total - sum(replicas)
     speeds = [e.microbatches / _step(e, layout, e.microbatches, a) if r else 0.0
               for e, r in zip(ests, replicas, strict=True)]  # fmt: skip
     weight = sum(r * v for r, v in zip(replicas, speeds, strict=True))
-    sums = [max(r, math.floor(total * r * v / weight)) if r else 0
-            for r, v in zip(replicas, speeds, strict=True)]  # fmt: skip
     open_ = [i for i, r in enumerate(replicas) if r]
-    for _ in range(total - sum(sums)):
-        best = min(open_, key=lambda i: math.ceil((sums[i] + 1) / replicas[i]) / speeds[i])
-        sums[best] += 1
-    return tuple(math.ceil(s / r) if r else 0 for s, r in zip(sums, replicas, strict=True))
+    # units: steps above the least count, per type over its replicas (a proportional start)
+    units = [max(0, (math.floor(total * r * v / weight) - r * least) // step) if r else 0
+             for r, v in zip(replicas, speeds, strict=True)]  # fmt: skip
+
+    def count(i: int, u: int) -> int:  # the most micro-batches on one of type i's replicas
+        return least + step * math.ceil(u / replicas[i])
+
+    while sum(units) > spare:  # a type held at its least count: the others give the steps
+        slowest = max((i for i in open_ if units[i]), key=lambda i: count(i, units[i]) / speeds[i])
+        units[slowest] -= 1
+    for _ in range(spare - sum(units)):
+        best = min(open_, key=lambda i: count(i, units[i] + 1) / speeds[i])
+        units[best] += 1
+    return tuple(
+        count(i, u) if r else 0 for i, (u, r) in enumerate(zip(units, replicas, strict=True))
+    )
 
 
 def hetero_dp(

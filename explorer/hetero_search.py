@@ -10,8 +10,9 @@ re-ranked top is exact:
   every type. A layout outside type g's K has a step on g of at least g's K-th, ``last_g``.
   With an even batch the mixed step is the slowest type's, so it is at least ``max_g last_g``;
   with a speed split (counts in proportion to each type's micro-batches per second at the even
-  count m, ``hetero._speed_counts``) the slowest type runs k <= m micro-batches and k / speed
-  equals N / sum_g(n_g / step_g) (n_g its GPUs) up to one micro-batch of rounding; a step per
+  count m, ``hetero._speed_counts``, held to counts the schedule runs) the slowest type runs
+  k <= m micro-batches and k / speed is at least N / sum_g(n_g / step_g) (n_g its GPUs), the
+  split's value were counts fractional (rounding and the schedule's grid only add); a step per
   micro-batch that does not grow as the count falls (the pipeline fill amortised, the (M + p - 1)
   form of Narayanan et al. 2021 sec. 2.2) makes that harmonic mean of ``last_g`` the bound
   (a named assumption: rounding and the simulated schedules may leave it a little loose).
@@ -54,7 +55,7 @@ from explorer.estimate.stages import StageTime
 from explorer.hetero import BatchSplit, HeteroStep, _on, hetero_dp, hetero_pp
 from explorer.limits import MAX_GPUS
 from explorer.mesh import SearchSpace
-from explorer.search.core import resumable_search
+from explorer.search.core import resumable_search, without_gc
 from explorer.specs import ClusterSpec, Layout, ModelSpec, TrainingWorkload
 from explorer.straggler import (
     Straggler,
@@ -179,6 +180,7 @@ def _harmonic(groups: tuple[ClusterSpec, ...], steps: list[float]) -> float:
     )
 
 
+@without_gc
 def mixed_search(
     model: ModelSpec,
     groups: tuple[ClusterSpec, ...],
@@ -270,11 +272,12 @@ def mixed_search(
     )  # fmt: skip
 
 
-FAST_START = 1.6
+FAST_START = 1.35
 """The speed split's first K for the fastest type, times the start K (a choice of speed, not
-of the ranking: on the bench's Llama 3.1 70B, 405B and DeepSeek-V3 mixes the certificate needed
-57, 55 and 61 of its layouts against the slower type's best alone, 29, 42 and 46 against its
-40 fastest)."""
+of the ranking: on the bench's Llama 3.1 70B, 405B and DeepSeek-V3 mixes the certificate holds
+after one search of 34, 52 and 53 of its layouts against the slower type's best alone, the
+least such K, 2026-12-04; 34, 52 and 63 before the split held DualPipe to even counts, when
+this was 1.6)."""
 
 
 def _weight(g: ClusterSpec) -> float:
@@ -427,6 +430,7 @@ def mixed_step(
                      assumptions)  # fmt: skip
 
 
+@without_gc
 def pipeline_search(
     model: ModelSpec,
     groups: tuple[ClusterSpec, ...],
@@ -558,6 +562,7 @@ class StragglerSearch:
     """Layouts the search considered (ranked or rejected by a rule)."""
 
 
+@without_gc
 def straggler_search(
     model: ModelSpec,
     cluster: ClusterSpec,

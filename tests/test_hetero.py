@@ -49,6 +49,39 @@ def test_an_even_batch_waits_for_the_slow_type_and_a_speed_split_does_not():
     assert h100.step_s < speed.step_s < even.step_s
 
 
+@pytest.mark.parametrize(("schedule", "batch"), [("dualpipe", 256), ("dualpipe", 64),
+                                               ("dualpipev", 64)])  # fmt: skip
+def test_a_speed_split_gives_each_type_a_count_its_schedule_runs_min_max(schedule, batch):
+    # DualPipe runs an even count of at least 2P micro-batches: the split by speed alone gives
+    # the H100 replica 179 of 256 (45 of 64), which it cannot run; held to the grid, no move of
+    # one grid step between the two replicas lowers the slower one's count / speed.
+    layout = replace(DP_LAYOUT, schedule=schedule)
+    workload = replace(WORKLOAD, global_batch_size=batch)
+    even = hetero_dp(MODEL, (H100, A100), layout, workload, "even")
+    speed = hetero_dp(MODEL, (H100, A100), layout, workload, "speed")
+    m = batch // 2
+    speeds = [m / t.step_s for t in even.types]  # micro-batches per second at the even count
+    counts = [t.microbatches for t in speed.types]
+    step = 2 if schedule == "dualpipe" else 1
+    assert sum(counts) == batch and all(k >= 8 and k % step == 0 for k in counts)
+
+    def slowest(ks: list[int]) -> float:
+        return max(k / v for k, v in zip(ks, speeds, strict=True))
+
+    for moved in ([counts[0] + step, counts[1] - step], [counts[0] - step, counts[1] + step]):
+        assert slowest(counts) <= slowest(moved)
+    assert speed.step_s < even.step_s
+
+
+def test_a_speed_split_holds_the_slow_type_at_its_schedules_least_count():
+    # 24 micro-batches on two replicas: by speed the A100 would run about 7, below DualPipeV's
+    # 2P = 8 on four stages; it runs 8 and the H100 the other 16.
+    layout = replace(DP_LAYOUT, schedule="dualpipev")
+    speed = hetero_dp(MODEL, (H100, A100), layout, replace(WORKLOAD, global_batch_size=24),
+                      "speed")  # fmt: skip
+    assert [t.microbatches for t in speed.types] == [16, 8]
+
+
 def test_the_layer_split_balances_a_slow_type_min_max():
     # Ranks 0, 1 at 1 s a block, ranks 2, 3 at 2 s, 10 blocks: the slowest rank takes 4 s at
     # best (4 4 1 1 or 3 3 2 2); an even split 3 3 2 2 happens to tie, 1 1 4 4 would take 8 s.

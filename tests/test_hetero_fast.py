@@ -72,7 +72,8 @@ def test_a_slower_type_searched_for_its_best_alone_keeps_the_exhaustive_top(monk
     groups = (load_cluster("dgx-a100", 3), load_cluster("hgx-h100", 1))
     found = mixed_search(MODEL, groups, WORKLOAD, split="speed", space=SPACE, ranked=5)
     every = _every_mixed_step("speed", groups)
-    assert asked[:2] == [1, 64]  # the A100s' best, the H100s' 64 fastest
+    # the A100s' best, then the H100s' FAST_START x the start K of 40 (54 fastest)
+    assert asked[:2] == [1, math.ceil(hs.FAST_START * 40)] == [1, 54]
     assert found.certain and [r.step_s for r in found.rows] == [s for s, _ in every[:5]]
 
 

@@ -18,6 +18,7 @@ from explorer.schedules import (
     peak_inflight,
     simulate,
 )
+from explorer.schedules.builders import microbatch_grid, require_valid
 from explorer.specs import SCHEDULES
 
 EXACT = 1e-9
@@ -618,3 +619,19 @@ def test_a_schedule_whose_stages_wait_on_each_other_is_a_deadlock():
     compiled = compile_orders(route_for("1f1b", 2, 1), orders, [[], []], 1)
     with pytest.raises(RuntimeError, match="deadlocks"):
         sweep(compiled, StageTimes.uniform(2))
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_the_micro_batch_grid_is_what_the_schedule_accepts(name):
+    for stages in (2, 4, 6):  # one stage runs no pipeline: no rule (pipeline_time)
+        for virtual in (1, 2):
+            least, step = microbatch_grid(name, stages, virtual)
+            for m in range(1, 6 * stages + 4):
+                on_grid = m >= least and (m - least) % step == 0
+                try:
+                    require_valid(name, stages, m, virtual)
+                except ValueError as error:
+                    # a V the schedule never takes fails for every M: the grid says nothing
+                    assert not on_grid or "virtual" in str(error), (name, stages, virtual, m)
+                else:
+                    assert on_grid, (name, stages, virtual, m)

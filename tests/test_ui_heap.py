@@ -41,4 +41,5 @@ def test_only_the_first_call_freezes(fresh):
     before = gc.get_freeze_count()
     _Node()  # objects made after the first run stay with the collector: nothing more frozen
     assert heap.freeze_long_lived() is False
-    assert gc.get_freeze_count() == before
+    # nothing more frozen; a frozen object freed meanwhile (another thread's) only lowers it
+    assert gc.get_freeze_count() <= before

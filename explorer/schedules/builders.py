@@ -162,6 +162,22 @@ def require_valid(name: str, stages: int, microbatches: int, virtual: int) -> No
         )
 
 
+def microbatch_grid(name: str, stages: int, virtual: int = 1) -> tuple[int, int]:
+    """(least, step): the micro-batch counts ``require_valid`` lets schedule ``name`` run on
+    P stages with V are least, least + step, least + 2 step, ... DualPipe an even count of at
+    least 2P, DualPipeV at least 2P, interleaved 1F1B with V > 1 at least P, the others (and
+    any schedule on one stage, which runs no pipeline) any count from 1."""
+    if stages == 1:
+        return 1, 1
+    if name == "dualpipe":
+        return 2 * stages, 2
+    if name == "dualpipev":
+        return 2 * stages, 1
+    if name == "interleaved" and virtual > 1:
+        return stages, 1
+    return 1, 1
+
+
 def _stage_order(name: str, stages: int, stage: int, microbatches: int, virtual: int) -> _Order:
     if name == "gpipe":
         return gpipe_order(stages, stage, microbatches)
