@@ -21,6 +21,7 @@ Elements are 2-byte activation elements; an fp32 intermediate counts as two.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from explorer.compute.framework import MemoryBoundLedger
 from explorer.compute.work import StageWork
@@ -253,6 +254,7 @@ def _mlp_width(model: ModelSpec, tp: int, moe: bool) -> float:
     return (k * model.moe_intermediate_size + model.shared_ffn_size) / tp
 
 
+@lru_cache(maxsize=4096)  # pure; asked many times per search for few inputs
 def block_ledger(
     model: ModelSpec,
     layout: Layout,

@@ -142,6 +142,7 @@ def block_gemms(
     return found + expert_gemms(model, layout, tokens, fp8_dispatch)
 
 
+@lru_cache(maxsize=4096)  # pure; asked many times per search for few inputs
 def _one(
     g: Gemm,
     fmt: GemmDType,

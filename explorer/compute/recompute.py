@@ -46,6 +46,7 @@ def _first(model: ModelSpec, moe: bool) -> int:
     )
 
 
+@lru_cache(maxsize=4096)  # pure; asked many times per search for few inputs
 def _linear_flops(model: ModelSpec, moe: bool, seq_len: int) -> float:
     """Dense-GEMM forward FLOPs per token of one block (as ``explorer.compute.work``)."""
     f = block_forward_flops(model, _first(model, moe), seq_len)

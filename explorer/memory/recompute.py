@@ -44,6 +44,7 @@ class RecomputePolicy:
     """Blocks of a rank whose saved activations all live in host memory."""
 
 
+@lru_cache(maxsize=4096)  # pure; asked many times per search for few inputs
 def recompute_policy(layout: Layout) -> RecomputePolicy:
     """The recompute and offload recipe of ``layout``."""
     return RecomputePolicy(
@@ -267,6 +268,7 @@ def offloaded_layer_counts(p: RecomputePolicy, dense: int, moe: int) -> tuple[in
     return off_dense, min(p.offload_layers - off_dense, moe)
 
 
+@lru_cache(maxsize=4096)  # pure; asked many times per search for few inputs
 def checkpoint_counts(
     model: ModelSpec, p: RecomputePolicy, layers: tuple[int, ...], chunk_blocks: tuple[int, ...]
 ) -> tuple[int, int, int]:

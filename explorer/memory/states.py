@@ -61,6 +61,7 @@ class ModelStates:
         )
 
 
+@lru_cache(maxsize=4096)  # pure; asked many times per search for few inputs
 def model_state_bytes(
     num_params: float,
     policy: PrecisionPolicy,
@@ -256,6 +257,7 @@ def stage_params(model: ModelSpec, layout: Layout, plan: StagePlan) -> HeldParam
     return held
 
 
+@lru_cache(maxsize=4096)  # pure; asked many times per search for few inputs
 def stage_model_states(
     held: HeldParams,
     policy: PrecisionPolicy,

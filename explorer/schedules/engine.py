@@ -195,14 +195,24 @@ def compile_named(name: ScheduleName, stages: int, microbatches: int, virtual: i
     return compile_orders(route_for(name, stages, virtual), orders, pairs, microbatches)
 
 
-def _durations(compiled: Compiled, times: StageTimes) -> np.ndarray:
-    """Per position: duration (s)."""
+def _slot_durations(compiled: Compiled, times: StageTimes) -> np.ndarray:
+    """Per template slot: duration (s)."""
     route = compiled.route
     table = [
         times.duration_s(kind, route.part(stage, chunk), compiled.split, route.virtual)
         for stage in range(route.stages) for kind in KINDS for chunk in range(route.num_chunks)
     ]  # fmt: skip
-    return np.array(table)[compiled.slots]
+    return np.array(table)
+
+
+def _durations(compiled: Compiled, times: StageTimes) -> np.ndarray:
+    """Per position: duration (s)."""
+    return _slot_durations(compiled, times)[compiled.slots]
+
+
+def durations_at(compiled: Compiled, times: StageTimes, positions: np.ndarray) -> np.ndarray:
+    """Duration (s) of the actions at ``positions`` (any shape)."""
+    return _slot_durations(compiled, times)[compiled.slots[positions]]
 
 
 def position_durations(compiled: Compiled, times: StageTimes) -> tuple[list[float], list[float]]:

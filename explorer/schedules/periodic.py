@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from explorer.schedules.builders import require_valid
-from explorer.schedules.engine import Compiled, compile_named, position_durations, sweep
+from explorer.schedules.engine import Compiled, compile_named, durations_at, sweep
 from explorer.schedules.times import StageTimes
 from explorer.specs import ScheduleName
 
@@ -224,9 +224,9 @@ def _short(name: ScheduleName, stages: int, short: int, times: StageTimes) -> _S
     found = _settled_at(steady, end)
     if found is None:
         return None
-    durations = np.array(position_durations(steady.compiled, times)[0])
     rows = steady.first[:, None] + SHAPES[name][0] * steady.settled + np.arange(SHAPES[name][0])
-    return _Settled(float(end.max()), busy, found[1], durations[rows].sum(axis=1))
+    durations = durations_at(steady.compiled, times, rows)
+    return _Settled(float(end.max()), busy, found[1], durations.sum(axis=1))
 
 
 def extrapolated(
