@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer.frozen import fast_init
 from explorer.precision import precision_policy
 from explorer.specs import Layout, PrecisionPolicy, TrainingWorkload
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResolvedWorkload:
     """What one layout's estimate reads of a ``TrainingWorkload``, worked out once."""

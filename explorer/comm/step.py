@@ -56,6 +56,7 @@ from explorer.comm.topology import GroupPlacement
 from explorer.comm.userbuffers import UB_CONFIGS, UbConfigName
 from explorer.compute import ComputeContext, PassTimes
 from explorer.compute.attention import TorchCp
+from explorer.frozen import fast_init
 from explorer.specs import Layout, MeshAxis, ModelSpec, PrecisionPolicy
 
 Phase = Literal["forward", "backward", "step"]
@@ -251,6 +252,7 @@ DEFAULT_COMM_ASSUMPTIONS = CommAssumptions()
 """The defaults above."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Collective:
     """One kind of collective on one axis of one stage, with its time and overlap."""
@@ -310,6 +312,7 @@ class PhasedCollective(Collective):
         return t - hidden * (1.0 - self.contention)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageContext:
     """What a stage's collectives depend on besides its work and pass times."""

@@ -25,6 +25,7 @@ from functools import lru_cache
 
 from explorer.compute.framework import MemoryBoundLedger
 from explorer.compute.work import StageWork
+from explorer.frozen import fast_init
 from explorer.specs import Layout, ModelSpec
 
 DROPOUT_MASK_ELEMENTS = 0.5
@@ -97,6 +98,7 @@ FUSED_LAUNCHES = 7
 residual adds, the activation, RoPE and the attention core; twice as many backward)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Ledger:
     """One block's memory-bound work per token per GPU: 2-byte elements and kernels."""

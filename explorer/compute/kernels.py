@@ -24,6 +24,7 @@ from explorer.compute.casts import cast_weight
 from explorer.compute.gemm import gemm_efficiency, peak_flops_per_s
 from explorer.compute.moe import grouped_gemm_bandwidth
 from explorer.flops import attention_projection_weights
+from explorer.frozen import fast_init
 from explorer.precision import LOW_PRECISION_COMPUTE
 from explorer.specs import GemmDType, GpuSpec, Layout, ModelSpec
 
@@ -58,6 +59,7 @@ class Gemm:
         return 2.0 * self.m * self.n * self.k * self.groups
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class GemmTimes:
     """Seconds of a set of GEMMs per micro-batch: forward, input gradient, weight gradient;

@@ -48,6 +48,7 @@ from explorer.compute.kernels import Gemm, GemmTimes, block_gemms, gemm_times
 from explorer.compute.moe import chunk_sort_elements
 from explorer.compute.recompute import recompute_shares
 from explorer.compute.work import StageWork
+from explorer.frozen import fast_init
 from explorer.presets import attention_curves
 from explorer.specs import (
     AttentionCurve,
@@ -117,6 +118,7 @@ class ComputeContext:
         return self.inputs.policy
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PassTimes:
     """Compute seconds of one micro-batch on one stage, per GPU, by pass."""

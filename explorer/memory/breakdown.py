@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from explorer.frozen import fast_init
+
 CATEGORIES = (
     "parameters",
     "gradients",
@@ -18,6 +20,7 @@ CATEGORIES = (
 """Training memory categories, in the order charts stack them."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MemoryBreakdown:
     """Bytes on one GPU by category; ``total_bytes`` is their sum."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from explorer.frozen import fast_init
 from explorer.memory.breakdown import MemoryBreakdown
 from explorer.memory.stage_activations import NO_ACTIVATIONS, StageActivations
 from explorer.memory.states import ModelStates
@@ -34,6 +35,7 @@ Parts = tuple[tuple[str, float], ...]
 """Named buffers, bytes."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PhaseMemory:
     """Bytes on one GPU at one phase of the step, by category and part."""
@@ -49,6 +51,7 @@ class PhaseMemory:
         return self.breakdown.total_bytes
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StageParts:
     """What the phases of one stage's GPU are assembled from."""

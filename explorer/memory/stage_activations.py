@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from explorer.frozen import fast_init
 from explorer.memory.activations import (
     block_activation_bytes,
     block_tensors,
@@ -160,6 +161,7 @@ def recompute_working_bytes(
     return max((working(k) for k in kinds), default=0.0)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StageActivations:
     """Activation bytes on one GPU of a pipeline stage, by part; ``total_bytes`` is their sum."""

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explorer.counting import layer_params, mla_params, norm_params
+from explorer.frozen import fast_init
 from explorer.memory.tensors import LayerKind
 from explorer.mesh.dims import MeshDims
 from explorer.partition import StagePlan
 from explorer.specs import Layout, ModelSpec, PrecisionPolicy
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HeldParams:
     """Parameters one GPU holds, by the data-parallel group replicating them."""
@@ -39,6 +41,7 @@ class HeldParams:
         return HeldParams(self.dense * factor, self.expert * factor)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelStates:
     """Bytes of the four model states on one GPU; ``total_bytes`` is their sum."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from explorer.frozen import fast_init
 from explorer.memory.accumulation import (
     pipelined_gradient_shares,
     zero2_accumulates,
@@ -96,6 +97,7 @@ __all__ = [
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StageMemory:
     """One pipeline stage's GPU at its peak phase: bytes by category and the parts behind them."""
