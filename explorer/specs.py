@@ -432,8 +432,9 @@ class GemmPoint:
             raise ValueError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
 
 
+@hash_once
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttentionCurve:
+class AttentionCurve(_HashOnce):
     """An attention kernel's achieved share of the dense BF16 peak by sequence length (head
     dimension ``head_dim``), forward (without and with a causal mask) and backward."""
 
@@ -946,8 +947,9 @@ class ServingWorkload:
         _bounded(self, "prompt_len", "output_len", "concurrency")
 
 
+@hash_once
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PrecisionPolicy:
+class PrecisionPolicy(_HashOnce):
     """Bytes per element of every training state under a named precision recipe."""
 
     name: Precision

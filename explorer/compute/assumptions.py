@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from explorer.compute.framework import FRAMEWORKS, ComputeFramework
-from explorer.specs import Fp8Recipe
+from explorer.specs import Fp8Recipe, _HashOnce, hash_once
 
 AttentionKernel = Literal[
     "fa3-h100", "fa2-h100", "fa2-a100", "fa1-a100", "fa1-h100", "fa4-b200", "fa4-gb200",
@@ -15,8 +15,9 @@ AttentionKernel = Literal[
 """Attention tables of presets/kernels/attention.toml a stack can call by name."""
 
 
+@hash_once
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ComputeAssumptions:
+class ComputeAssumptions(_HashOnce):
     """Kernel efficiencies and FLOP conventions behind compute times."""
 
     max_efficiency: float = 1.0

@@ -12,11 +12,12 @@ from functools import lru_cache
 
 from explorer.counting import layer_params, mtp_module_params
 from explorer.flops import block_forward_flops, mlp_weights
-from explorer.specs import ModelSpec
+from explorer.specs import ModelSpec, _HashOnce, hash_once
 
 
+@hash_once
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StageWork:
+class StageWork(_HashOnce):
     """What one pipeline stage (or model chunk) computes per token and holds, whole model
     width (before TP, CP and EP splits)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from explorer.specs import _HashOnce, hash_once
 from explorer.units import MiB
 
 Framework = Literal["megatron", "pytorch"]
@@ -38,8 +39,9 @@ _NON_NEGATIVE = (
 )
 
 
+@hash_once
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TrainingAssumptions:
+class TrainingAssumptions(_HashOnce):
     """Switches and sizes behind the training memory estimate (bytes unless named otherwise)."""
 
     flash_attention: bool = True
