@@ -50,8 +50,9 @@ def hetero_parts(
                          else "step (s)", "peak (GiB)", "fits"],
             )  # fmt: skip
             today = case.estimate.step_time_s
+            by_speed = "in proportion to speed, in counts the schedule runs"
             how = (f"data parallel across the types with the batch split "
-                   f"{'evenly' if split == 'even' else 'in proportion to speed'}"
+                   f"{'evenly' if split == 'even' else by_speed}"
                    if mode == "dp" else "its pipeline ranks on the types in the groups' order "
                    f"(layers per rank {','.join(map(str, step.stage_layers or ()))}"
                    + (f", {HELD_TO_MEMORY})" if step.memory_held else ")"))  # fmt: skip

@@ -110,7 +110,8 @@ def render() -> None:
                  "on the groups in order, layers balanced by speed.")  # fmt: skip
         st.radio("Batch split", ("even", "speed"), key=key("mixed_split"), horizontal=True,
                  help="Data parallel across the types: the same micro-batches on every "
-                 "replica, or in proportion to each type's speed.")  # fmt: skip
+                 "replica, or in proportion to each type's speed, held to counts the schedule "
+                 "runs (DualPipe: even, at least twice the stages).")  # fmt: skip
         st.number_input("Straggler slowdown (%)", min_value=0.0, max_value=1000.0, step=5.0,
                         key=key("slow"), help="Extra time of the slow part; 0: none.")  # fmt: skip
         w, s = st.columns(2)
