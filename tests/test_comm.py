@@ -590,6 +590,31 @@ def _span_by_every_rank(sizes, members, domain):
     return max(1, group_size // int(per_group.max())), int(per_group.max())
 
 
+def test_the_closed_form_span_equals_counting_every_rank_and_covers_powers_of_two() -> None:
+    # explorer.comm.topology._aligned_span: where a domain is whole blocks of one axis every
+    # group spans the same domains; over every shape here it must equal the count over ranks,
+    # and with every size and the domain a power of two the domain always falls on a block.
+    from itertools import product
+
+    from explorer.comm.topology import _aligned_span
+
+    closed = shapes = 0
+    for n in (1, 2, 3):
+        for sizes in product((1, 2, 3, 4, 8), repeat=n):
+            for members in product((False, True), repeat=n):
+                if not any(members):
+                    continue
+                for domain in (1, 2, 4, 8, 16, 72):
+                    found = _aligned_span(sizes, members, domain)
+                    shapes += 1
+                    powers = all(s & (s - 1) == 0 for s in (*sizes, domain))
+                    assert found is not None or not powers, (sizes, members, domain)
+                    if found is not None:
+                        closed += 1
+                        assert found == _span_by_every_rank(sizes, members, domain)
+    assert closed > shapes / 2  # the rest cut an axis unevenly (sizes 3, domain 72)
+
+
 @given(
     sizes=st.lists(st.sampled_from([1, 2, 3, 4, 8, 16]), min_size=1, max_size=5),
     data=st.data(),

@@ -132,6 +132,9 @@ def _span(sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int) -
     ``sizes`` are in placement order, innermost first; a group varies the member axes and
     fixes the others. Exact for any sizes (counts every rank), cached per shape.
     """
+    aligned = _aligned_span(sizes, members, domain_size)
+    if aligned is not None:
+        return aligned
     world = math.prod(sizes)
     outermost = max(i for i, member in enumerate(members) if member) if any(members) else 0
     period = math.prod(sizes[: outermost + 1])
@@ -156,6 +159,32 @@ def _span(sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int) -
     group_size = int(np.prod([s for s, m in zip(sizes, members, strict=True) if m]))
     most = int(per_group_domains.max())
     return max(1, group_size // most), most
+
+
+def _aligned_span(
+    sizes: tuple[int, ...], members: tuple[bool, ...], domain_size: int
+) -> tuple[int, int] | None:
+    """``_span`` without counting ranks where domains are whole blocks of one axis: the domain
+    is stride_k x q ranks, axis k the one it ends in and q dividing its size (or it holds the
+    world). Every group then spans the same domains: within one, the member axes inside it
+    (axis k's q values if it is a member); across them, axis k's size / q blocks if it is a
+    member and every member axis outside. None where the domain cuts an axis unevenly (the
+    count over ranks decides)."""
+
+    def members_of(axes: range) -> int:
+        return math.prod(sizes[i] for i in axes if members[i])
+
+    stride = 1
+    for k, size in enumerate(sizes):
+        if domain_size < stride * size:  # the domain ends inside axis k
+            q, rest = divmod(domain_size, stride)
+            if rest or size % q:
+                return None
+            inside = members_of(range(k)) * (q if members[k] else 1)
+            across = (size // q if members[k] else 1) * members_of(range(k + 1, len(sizes)))
+            return inside, across
+        stride *= size
+    return members_of(range(len(sizes))), 1  # one domain holds every rank
 
 
 def placement_domain_size(cluster: ClusterSpec, world: int) -> int:
