@@ -5,8 +5,8 @@ A schedule is first *compiled*: its actions laid out stage by stage in run order
 ``kind * M*C*P + microbatch * C*P + chunk * P + stage`` (C chunks per stage), and a *slot*,
 ``(stage * 3 + kind) * C + chunk``, whose template holds what does not depend on the
 micro-batch: the dependency, the p2p hop and the duration. Timing then sweeps the stages in
-turn, each running its actions in order for as long as their inputs are there; a sweep with no
-progress means a deadlock. Every start is max(stage free, input ready + delay) and every end
+turn (up, then down: forwards flow up the stages, backwards down), each running its actions in
+order for as long as their inputs are there; a sweep with no progress means a deadlock. Every start is max(stage free, input ready + delay) and every end
 start + duration, whatever the sweep order, so the times do not depend on how it is compiled.
 A compiled schedule serves any durations: the estimate times many layouts of one (schedule,
 P, M, V) with one compile (``compile_named``, cached). Later sweeps replay the first's order
@@ -286,9 +286,12 @@ def _free_sweep(
     stages = len(offsets) - 1
     at, clocks, last = list(offsets[:-1]), [0.0] * stages, [0] * stages
     left, runs = len(deps), []
+    up, down = range(stages), range(stages - 1, -1, -1)
+    rounds = 0
     while left:
         before = left
-        for s in range(stages):
+        rounds += 1
+        for s in up if rounds % 2 else down:  # forwards flow up the stages, backwards down
             first, stop = at[s], offsets[s + 1]
             i, clock, wave = first, clocks[s], last[s]
             while i < stop:
