@@ -6,8 +6,9 @@ A schedule is first *compiled*: its actions laid out stage by stage in run order
 ``(stage * 3 + kind) * C + chunk``, whose template holds what does not depend on the
 micro-batch: the dependency, the p2p hop and the duration. Timing then sweeps the stages in
 turn (up, then down: forwards flow up the stages, backwards down), each running its actions in
-order for as long as their inputs are there; a sweep with no progress means a deadlock. Every start is max(stage free, input ready + delay) and every end
-start + duration, whatever the sweep order, so the times do not depend on how it is compiled.
+order for as long as their inputs are there; a sweep with no progress means a deadlock. Every
+start is max(stage free, input ready + delay) and every end start + duration, whatever the
+sweep order, so the times do not depend on how it is compiled.
 A compiled schedule serves any durations: the estimate times many layouts of one (schedule,
 P, M, V) with one compile (``compile_named``, cached). Later sweeps replay the first's order
 without checking inputs; where many actions are independent (an action's *wave*: one more than
